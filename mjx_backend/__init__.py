@@ -1,0 +1,1 @@
+"""mjx_backend."""
