@@ -18,6 +18,19 @@ def _export(module: str, *names: str) -> None:
         _EXPORTS[name] = module
 
 
+_export(".errors", "CaliperError", "ModelError")
+_export(".loading", "load", "read_description")
+_export(".model", "Model", "build_model", "model_in_axes", "stack_models")
+_export(".configuration", "neutral", "random_configuration", "integrate_pos", "difference_pos",
+        "normalize", "expand_q", "expand_v")
+_export(".kinematics", "forward_kinematics", "frame_placements", "frame_pose", "body_poses",
+        "frame_jacobian", "frame_jacobians", "frame_velocity", "frame_acceleration")
+_export(".dynamics", "rnea", "inverse_dynamics", "crba", "mass_matrix", "aba", "forward_dynamics",
+        "forward_dynamics_cholesky", "bias_forces", "gravity_torques", "kinetic_energy",
+        "potential_energy", "total_energy", "center_of_mass")
+_export(".integrators", "step", "simulate")
+
+
 def __getattr__(name: str):
     module = _EXPORTS.get(name)
     if module is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 
 # Modules that contribute subcommands, in help order.
@@ -51,6 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("caliper: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug, not bad input: still one line unless asked for more
+        if os.environ.get("CALIPER_DEBUG"):
+            raise
+        print(f"caliper: internal error: {type(exc).__name__}: {exc} (set CALIPER_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -122,7 +122,8 @@ def difference_pos(model: Model, q0, q1):
         if jtype in ("revolute", "prismatic"):
             out = out.at[va].set(q1[qa] - q0[qa])
         elif jtype == "ball":
-            out = out.at[va:va + 3].set(quat_log(quat_mul(quat_conj(_unit(q0[qa:qa + 4])), _unit(q1[qa:qa + 4]))))
+            rel = quat_mul(quat_conj(_unit(q0[qa:qa + 4])), _unit(q1[qa:qa + 4]))
+            out = out.at[va:va + 3].set(quat_log(rel))
         else:
             rel = quat_mul(quat_conj(_unit(q0[qa + 3:qa + 7])), _unit(q1[qa + 3:qa + 7]))
             w = quat_log(rel)

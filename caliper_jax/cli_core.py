@@ -1,0 +1,174 @@
+"""Core subcommands: ``caliper info | load | fk | sim``."""
+from __future__ import annotations
+
+import argparse
+import platform
+
+import numpy as np
+
+from caliper_jax.errors import CaliperError
+
+
+def _enable_x64():
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+
+
+def parse_vector(text: str, n: int, what: str, model_name: str) -> np.ndarray:
+    """'0.1,0.2 0.3' -> array of n floats, with a one-line error naming the flag."""
+    parts = [p for p in text.replace(",", " ").split() if p]
+    try:
+        values = np.array([float(p) for p in parts])
+    except ValueError:
+        raise CaliperError(f"{what}: not a list of numbers: {text!r}") from None
+    if values.size != n:
+        raise CaliperError(f"{what}: expected {n} values for {model_name!r}, got {values.size}")
+    if not np.all(np.isfinite(values)):
+        raise CaliperError(f"{what}: non-finite value in {text!r}")
+    return values
+
+
+def _load(args):
+    _enable_x64()
+    from caliper_jax.loading import load
+
+    return load(args.robot, floating=True if getattr(args, "floating", False) else None,
+                mimic=not getattr(args, "no_mimic", False))
+
+
+def _configuration(model, text, what="--joints"):
+    from caliper_jax.configuration import neutral
+
+    if text is None:
+        return np.asarray(neutral(model))
+    return parse_vector(text, model.nq, what, model.name)
+
+
+def _robot_args(p):
+    p.add_argument("robot", help="path to a .urdf / MJCF file, or a registry name (caliper info)")
+    p.add_argument("--floating", action="store_true", help="add a free-floating base (URDF)")
+    p.add_argument("--no-mimic", action="store_true", help="treat mimic joints as independent")
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+
+
+def cmd_info(args) -> int:
+    import jax
+    import mujoco
+
+    import robots
+    from caliper_jax import __version__
+    from caliper_jax.cli import emit
+
+    report = {
+        "caliper_jax": __version__, "python": platform.python_version(), "jax": jax.__version__,
+        "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
+        "mujoco": mujoco.__version__,
+        "example_robot_data": str(robots.example_robot_data_dir() or ""),
+        "robots": robots.names(),
+    }
+    text = "\n".join(f"{k:>20}: {', '.join(v) if isinstance(v, list) else v}" for k, v in report.items())
+    emit(args, report, text)
+    return 0
+
+
+def cmd_load(args) -> int:
+    from caliper_jax.cli import emit
+    from caliper_jax.loading import read_description
+    from caliper_jax.model import build_model
+
+    _enable_x64()
+    desc = read_description(args.robot, floating=True if args.floating else None, mimic=not args.no_mimic)
+    model = build_model(desc)
+    joints = []
+    for name in model.joint_names:
+        joints.append({"name": name, "type": model.jnt_type[model.body_id(name)]})
+    lo, hi = np.asarray(model.qpos_lower), np.asarray(model.qpos_upper)
+    report = {
+        "name": model.name, "source": model.source, "nq": model.nq, "nv": model.nv,
+        "nbody": model.nbody, "nframe": model.nframe, "mass": float(np.sum(model.body_mass)),
+        "joints": joints,
+        "qpos_lower": [None if not np.isfinite(x) else float(x) for x in lo],
+        "qpos_upper": [None if not np.isfinite(x) else float(x) for x in hi],
+        "mimic": [n for i, n in enumerate(model.body_names) if model.vfull_mimic[model.body_vadr[i]] >= 0],
+        "frames": list(model.frame_names),
+        "geoms": {"collision": sum(g.role == "collision" for g in model.geoms),
+                  "visual": sum(g.role == "visual" for g in model.geoms)},
+        "warnings": desc.warnings,
+    }
+    lines = [f"{model.name}: nq={model.nq} nv={model.nv} bodies={model.nbody} frames={model.nframe} "
+             f"mass={report['mass']:.4g} kg", f"  source: {model.source}"]
+    for j, a, b in zip(joints, lo, hi, strict=True):
+        lines.append(f"  joint {j['name']:<28} {j['type']:<10} [{a:+.4g}, {b:+.4g}]")
+    lines += [f"  warning: {w}" for w in desc.warnings]
+    emit(args, report, "\n".join(lines))
+    return 0
+
+
+def cmd_fk(args) -> int:
+    from caliper_jax import api
+    from caliper_jax.cli import emit
+
+    model = _load(args)
+    q = _configuration(model, args.joints)
+    frames = api.fk_dict(model, q)
+    if args.frame:
+        model.frame_id(args.frame)
+        frames = {args.frame: frames[args.frame]}
+    report = {"robot": model.name, "q": q.tolist(), "layout": "T_world_frame, 4x4 row-major",
+              "frames": frames}
+    lines = [f"{model.name} q = {np.array2string(q, precision=4)}"]
+    for name, T in frames.items():
+        T = np.asarray(T)
+        lines.append(f"  {name:<28} p = {np.array2string(T[:3, 3], precision=5, suppress_small=True)}")
+    emit(args, report, "\n".join(lines))
+    return 0
+
+
+def cmd_sim(args) -> int:
+    from caliper_jax import api
+    from caliper_jax.cli import emit
+
+    model = _load(args)
+    q0 = _configuration(model, args.q0, "--q0")
+    if args.damping is not None:
+        if not (np.isfinite(args.damping) and args.damping >= 0):
+            raise CaliperError(f"--damping must be a non-negative number, got {args.damping}")
+        model = model.replace(dof_damping=np.full(model.nv, args.damping))
+    t, qs, vs, energy = api.simulate_passive(model, q0, None, args.duration, args.dt, args.integrator)
+    drift = float(energy[-1] - energy[0])
+    rel = drift / max(abs(float(energy[0])), 1e-12)
+    report = {"robot": model.name, "duration": float(t[-1]), "dt": args.dt, "integrator": args.integrator,
+              "damping": args.damping, "steps": len(t) - 1, "q_final": qs[-1].tolist(),
+              "v_final": vs[-1].tolist(), "energy_initial": float(energy[0]),
+              "energy_final": float(energy[-1]), "energy_drift": drift, "energy_drift_relative": rel}
+    text = (f"{model.name}: {len(t) - 1} {args.integrator} steps of {args.dt} s\n"
+            f"  q_final = {np.array2string(qs[-1], precision=4)}\n"
+            f"  energy {energy[0]:.6f} -> {energy[-1]:.6f} J (drift {drift:+.3e} J, {rel:+.3e} relative)")
+    emit(args, report, text)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("info", help="versions, backend and the robot registry")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("load", help="load a robot and summarise its model")
+    _robot_args(p)
+    p.set_defaults(func=cmd_load)
+
+    p = sub.add_parser("fk", help="forward kinematics of every frame")
+    _robot_args(p)
+    p.add_argument("--joints", help="joint positions (nq numbers, comma/space separated; default neutral)")
+    p.add_argument("--frame", help="report only this frame")
+    p.set_defaults(func=cmd_fk)
+
+    p = sub.add_parser("sim", help="passive simulation from a configuration; reports energy drift")
+    _robot_args(p)
+    p.add_argument("--q0", help="initial joint positions (default neutral)")
+    p.add_argument("--duration", type=float, default=1.0, help="seconds (default 1)")
+    p.add_argument("--dt", type=float, default=1e-3, help="time step (default 1e-3)")
+    p.add_argument("--damping", type=float, default=None, help="override every joint's damping")
+    p.add_argument("--integrator", default="rk4", help="euler | rk4 | implicit (default rk4)")
+    p.set_defaults(func=cmd_sim)
