@@ -12,28 +12,40 @@ import jax.scipy.linalg as jsl
 import numpy as np
 
 from caliper_jax.configuration import expand_q, expand_v, reduce_force
-from caliper_jax.kinematics import body_motion, body_poses, joint_placements, motion_subspace
-from caliper_jax.model import Model
-from caliper_jax.spatial import (
-    force_to_parent,
-    inertia_about_origin,
-    inertia_times_motion,
-    mm,
-    motion_cross_force,
-    mv,
-    skew,
+from caliper_jax.kinematics import (
+    body_accelerations,
+    body_poses,
+    body_velocities,
+    joint_placements,
+    motion_axes,
+    tables,
 )
+from caliper_jax.model import Model
+from caliper_jax.spatial import cross, inertia_about_origin, mm, mv, skew
 
 
 def _gravity(model: Model, gravity):
     return model.gravity if gravity is None else jnp.asarray(gravity, model.dtype)
 
 
-def _spatial_inertias(model: Model):
-    """Per body (mass, first moment h = m c, inertia about the body origin), body axes."""
-    h = model.body_mass[:, None] * model.body_com
-    I_o = inertia_about_origin(model.body_mass, model.body_com, model.body_inertia)
-    return model.body_mass, h, I_o
+def _world_inertias(model: Model, Rw, pw):
+    """Per body (mass, first moment h = m c, inertia about the world origin), world axes."""
+    mass = model.body_mass
+    com = pw + mv(Rw, model.body_com)
+    I_com = mm(mm(Rw, model.body_inertia), jnp.swapaxes(Rw, -1, -2))
+    return mass, mass[:, None] * com, inertia_about_origin(mass, com, I_com)
+
+
+def _inertia_apply(mass, h, I_o, m):
+    """Spatial inertias (..., as from _world_inertias) applied to motions m (..., 6) -> (..., 6)."""
+    v, w = m[..., :3], m[..., 3:]
+    return jnp.concatenate([mass[..., None] * v - cross(h, w), mv(I_o, w) + cross(h, v)], axis=-1)
+
+
+def _force_cross(m, f):
+    """Spatial cross product m x* f for a motion m and force f (..., 6)."""
+    v, w, fl, fa = m[..., :3], m[..., 3:], f[..., :3], f[..., 3:]
+    return jnp.concatenate([cross(w, fl), cross(w, fa) + cross(v, fl)], axis=-1)
 
 
 def _full_to_reduced_matrix(model: Model, M_full):
@@ -51,33 +63,30 @@ def _armature_full(model: Model):
     return jnp.where(own, model.dof_armature[idx], 0.0)
 
 
+def _external_world(Rw, pw, f_ext):
+    """Body-frame external forces (nbody, 6) -> spatial forces at the world origin."""
+    f = mv(Rw, f_ext[:, :3])
+    return jnp.concatenate([f, mv(Rw, f_ext[:, 3:]) + cross(pw, f)], axis=-1)
+
+
 def rnea(model: Model, q, v, a, f_ext=None, gravity=None):
-    """Inverse dynamics tau (nv,) = M(q) a + b(q, v) - J^T f_ext, by Newton-Euler."""
+    """Inverse dynamics tau (nv,) = M(q) a + b(q, v) - J^T f_ext (Newton-Euler, world-frame
+    spatial form: every body at once, then subtree sums)."""
     q_full, v_full, a_full = expand_q(model, q), expand_v(model, v), expand_v(model, a)
-    Rs, ps = joint_placements(model, q_full)
-    vel, acc = body_motion(model, Rs, ps, v_full, a_full, a_base=-_gravity(model, gravity))
-    mass, h, I_o = _spatial_inertias(model)
-    forces = []
-    for i in range(model.nbody):
-        (v_, w_), (av, aw) = vel[i], acc[i]
-        f, n = inertia_times_motion(mass[i], h[i], I_o[i], av, aw)
-        pf, pn = inertia_times_motion(mass[i], h[i], I_o[i], v_, w_)
-        cf, cn = motion_cross_force(v_, w_, pf, pn)
-        f, n = f + cf, n + cn
-        if f_ext is not None:
-            f, n = f - f_ext[i, :3], n - f_ext[i, 3:]
-        forces.append([f, n])
-    tau = [None] * model.nbody
-    for i in reversed(range(model.nbody)):
-        f, n = forces[i]
-        tau[i] = motion_subspace(model, i).T @ jnp.concatenate([f, n])
-        parent = model.body_parent[i]
-        if parent >= 0:
-            fp, np_ = force_to_parent(Rs[i], ps[i], f, n)
-            forces[parent][0] = forces[parent][0] + fp
-            forces[parent][1] = forces[parent][1] + np_
-    tau_full = jnp.concatenate(tau) if tau else jnp.zeros(0, model.dtype)
-    tau_full = tau_full + _armature_full(model) * a_full
+    if model.nbody == 0:
+        return jnp.zeros(model.nv, model.dtype)
+    Rw, pw = body_poses(model, q)
+    xi = motion_axes(model, Rw, pw)
+    V = body_velocities(model, xi, v_full)
+    A = body_accelerations(model, xi, V, v_full, a_full, a_base=-_gravity(model, gravity))
+    inertia = _world_inertias(model, Rw, pw)
+    f = _inertia_apply(*inertia, A) + _force_cross(V, _inertia_apply(*inertia, V))
+    if f_ext is not None:
+        f = f - _external_world(Rw, pw, f_ext)
+    support, dof_body, _ = tables(model)
+    F = jnp.asarray(support.T, f.dtype) @ f                   # subtree sums (nbody, 6)
+    tau_full = jnp.sum(xi * F[dof_body], axis=-1) + _armature_full(model) * a_full
+    del q_full
     return reduce_force(model, tau_full)
 
 
@@ -95,46 +104,22 @@ def gravity_torques(model: Model, q, gravity=None):
     return rnea(model, q, zero, zero, gravity=gravity)
 
 
-def _inertia_to_parent(R, p, mass, h, I_o):
-    """A spatial inertia in child axes at the child origin -> parent axes at the parent origin."""
-    hp = mv(R, h)
-    I_rot = mm(mm(R, I_o), R.T)
-    px, hx = skew(p), skew(hp)
-    return mass, hp + mass * p, I_rot - mass * mm(px, px) - mm(px, hx) - mm(hx, px)
-
-
 def crba(model: Model, q):
-    """Joint-space inertia matrix M(q) (nv, nv), armature included, by composite bodies."""
-    q_full = expand_q(model, q)
-    Rs, ps = joint_placements(model, q_full)
-    mass, h, I_o = _spatial_inertias(model)
-    comp = [[mass[i], h[i], I_o[i]] for i in range(model.nbody)]
-    for i in reversed(range(model.nbody)):
-        parent = model.body_parent[i]
-        if parent >= 0:
-            m, hp, Ip = _inertia_to_parent(Rs[i], ps[i], *comp[i])
-            comp[parent] = [comp[parent][0] + m, comp[parent][1] + hp, comp[parent][2] + Ip]
-    blocks = {}
-    for i in range(model.nbody):
-        S = motion_subspace(model, i)
-        m, hc, Ic = comp[i]
-        f, n = inertia_times_motion(m, hc, Ic, S[:3].T, S[3:].T)  # (k, 3) each
-        j = i
-        while True:
-            Sj = motion_subspace(model, j)
-            blocks[(j, i)] = Sj[:3].T @ f.T + Sj[3:].T @ n.T
-            parent = model.body_parent[j]
-            if parent < 0:
-                break
-            f, n = force_to_parent(Rs[j], ps[j], f, n)
-            j = parent
-    nv = model.nv_full
-    M = jnp.zeros((nv, nv), model.dtype)
-    for (j, i), block in blocks.items():
-        aj, ai = model.body_vadr[j], model.body_vadr[i]
-        M = M.at[aj:aj + block.shape[0], ai:ai + block.shape[1]].set(block)
-        if j != i:
-            M = M.at[ai:ai + block.shape[1], aj:aj + block.shape[0]].set(block.T)
+    """Joint-space inertia matrix M(q) (nv, nv), armature included: composite (subtree)
+    inertias in world axes, then M[j, k] = xi_j . Ic_k xi_k for j above k."""
+    if model.nbody == 0:
+        return jnp.zeros((model.nv, model.nv), model.dtype)
+    Rw, pw = body_poses(model, q)
+    xi = motion_axes(model, Rw, pw)
+    mass, h, I_o = _world_inertias(model, Rw, pw)
+    support, dof_body, _ = tables(model)
+    St = jnp.asarray(support.T, mass.dtype)
+    Ic_mass, Ic_h = St @ mass, St @ h
+    Ic_I = (St @ I_o.reshape(model.nbody, 9)).reshape(model.nbody, 3, 3)
+    Y = _inertia_apply(Ic_mass[dof_body], Ic_h[dof_body], Ic_I[dof_body], xi)  # (nv_full, 6)
+    G = xi @ Y.T                                                               # xi_j . Ic_k xi_k
+    above = jnp.asarray(support[dof_body][:, dof_body].T)                      # body(j) supports body(k)
+    M = jnp.where(above, G, jnp.where(above.T, G.T, 0.0))
     M = M + jnp.diag(_armature_full(model))
     return _full_to_reduced_matrix(model, M)
 
@@ -170,6 +155,19 @@ def _cross_m(v):
     return jnp.concatenate([top, jnp.concatenate([jnp.zeros_like(wx), wx], axis=1)], axis=0)
 
 
+def motion_subspace(model: Model, body: int):
+    """S (6, nv_body) of a body's joint in its own frame, rows [v; w]."""
+    jtype, axis, dtype = model.jnt_type[body], model.jnt_axis[body], model.dtype
+    zero = jnp.zeros(3, dtype)
+    if jtype == "revolute":
+        return jnp.concatenate([zero, axis])[:, None]
+    if jtype == "prismatic":
+        return jnp.concatenate([axis, zero])[:, None]
+    if jtype == "ball":
+        return jnp.concatenate([jnp.zeros((3, 3), dtype), jnp.eye(3, dtype=dtype)])
+    return jnp.eye(6, dtype=dtype)
+
+
 def aba(model: Model, q, v, tau, f_ext=None, gravity=None):
     """Forward dynamics qdd (nv,) by the articulated-body algorithm, O(n).
 
@@ -177,7 +175,9 @@ def aba(model: Model, q, v, tau, f_ext=None, gravity=None):
     if model.has_mimic:
         return forward_dynamics_cholesky(model, q, v, tau, f_ext=f_ext, gravity=gravity)
     Rs, ps = joint_placements(model, q)
-    mass, h, I_o = _spatial_inertias(model)
+    mass = model.body_mass
+    h = mass[:, None] * model.body_com
+    I_o = inertia_about_origin(mass, model.body_com, model.body_inertia)
     arm = model.dof_armature
     n = model.nbody
     X, S, vel, c, IA, pA = [None] * n, [None] * n, [None] * n, [None] * n, [None] * n, [None] * n
@@ -219,15 +219,13 @@ forward_dynamics = aba
 
 def kinetic_energy(model: Model, q, v):
     """0.5 v^T M(q) v, summed body by body (armature included)."""
-    q_full, v_full = expand_q(model, q), expand_v(model, v)
-    Rs, ps = joint_placements(model, q_full)
-    vel, _ = body_motion(model, Rs, ps, v_full, jnp.zeros_like(v_full))
-    mass, h, I_o = _spatial_inertias(model)
-    energy = 0.5 * jnp.sum(_armature_full(model) * v_full**2)
-    for i, (lin, ang) in enumerate(vel):
-        f, n = inertia_times_motion(mass[i], h[i], I_o[i], lin, ang)
-        energy = energy + 0.5 * (jnp.dot(lin, f) + jnp.dot(ang, n))
-    return energy
+    v_full = expand_v(model, v)
+    if model.nbody == 0:
+        return jnp.zeros((), model.dtype)
+    Rw, pw = body_poses(model, q)
+    V = body_velocities(model, motion_axes(model, Rw, pw), v_full)
+    momentum = _inertia_apply(*_world_inertias(model, Rw, pw), V)
+    return 0.5 * (jnp.sum(V * momentum) + jnp.sum(_armature_full(model) * v_full**2))
 
 
 def potential_energy(model: Model, q, gravity=None):

@@ -4,77 +4,100 @@ Frames: ``T_world_frame`` as 4x4 homogeneous matrices, row-major, ``p_world = T[
 + T[:3, 3]``. Twists are ``[v; w]`` (linear first). Jacobian flavours follow Pinocchio:
 ``"world"`` is LOCAL_WORLD_ALIGNED (the frame origin's velocity, world axes) and ``"local"`` is
 LOCAL (the same twist in the frame's own axes). One instance per call; batch with ``jax.vmap``.
+
+Formulation (chosen for XLA, where the number of kernels sets the cost): joint placements are
+computed for all bodies at once; only the composition of world poses walks the tree. Motion is
+then expressed with *world-origin spatial axes* ``xi`` (one 6-vector per dof), so velocities and
+accelerations of every body are masked sums over their supporting dofs -- a few batched ops,
+not a recursion.
 """
 from __future__ import annotations
+
+from functools import lru_cache
 
 import jax.numpy as jnp
 import numpy as np
 
 from caliper_jax.configuration import expand_q, expand_v, reduce_force
+from caliper_jax.io.description import JOINT_NV
 from caliper_jax.model import Model
-from caliper_jax.spatial import (
-    axis_angle_to_R,
-    cross,
-    homogeneous,
-    mm,
-    motion_cross_motion,
-    motion_to_child,
-    mtv,
-    mv,
-    quat_to_R,
-)
+from caliper_jax.spatial import axis_angle_to_R, cross, homogeneous, mm, mtv, mv, quat_to_R
 
 REFERENCES = ("world", "local")
 
 
+# ---- static tables (built once per topology) -------------------------------------------------
+
+@lru_cache(maxsize=256)
+def _tables(body_parent: tuple, jnt_type: tuple, body_vadr: tuple, nv_full: int):
+    nbody = len(body_parent)
+    support = np.zeros((nbody, nbody), dtype=bool)          # support[i, k]: k is i or an ancestor
+    for i in range(nbody):
+        k = i
+        while k >= 0:
+            support[i, k] = True
+            k = body_parent[k]
+    dof_body = np.zeros(nv_full, dtype=np.int64)
+    for i, jtype in enumerate(jnt_type):
+        dof_body[body_vadr[i]:body_vadr[i] + JOINT_NV[jtype]] = i
+    dof_support = support[:, dof_body]                       # (nbody, nv_full): dof moves body
+    return support, dof_body, dof_support
+
+
+def tables(model: Model):
+    """(support (nbody, nbody), dof_body (nv_full,), dof_support (nbody, nv_full)) as NumPy."""
+    return _tables(model.body_parent, model.jnt_type, model.body_vadr, model.nv_full)
+
+
+# ---- placements ----------------------------------------------------------------------------------
+
 def joint_placements(model: Model, q_full):
-    """Per body, its frame in the parent body's frame at q: lists of R (3,3) and p (3,)."""
-    Rs, ps = [], []
-    for i, jtype in enumerate(model.jnt_type):
+    """Every body's frame in its parent body's frame at q: R (nbody, 3, 3), p (nbody, 3)."""
+    types = model.jnt_type
+    adr = np.array(model.body_qadr, dtype=np.int64)
+    is_rev = np.array([t == "revolute" for t in types])
+    is_pri = np.array([t == "prismatic" for t in types])
+    zero = jnp.zeros((), q_full.dtype)
+    coord = q_full[adr] if len(adr) else jnp.zeros(0, q_full.dtype)
+    angle = jnp.where(is_rev, coord, zero)
+    R_joint = axis_angle_to_R(model.jnt_axis, angle)
+    t_joint = model.jnt_axis * jnp.where(is_pri, coord, zero)[:, None]
+    for i, jtype in enumerate(types):                      # the few multi-dof joints
         a = model.body_qadr[i]
-        R0, p0 = model.jnt_R[i], model.jnt_p[i]
-        if jtype == "revolute":
-            Rs.append(mm(R0, axis_angle_to_R(model.jnt_axis[i], q_full[a])))
-            ps.append(p0)
-        elif jtype == "prismatic":
-            Rs.append(R0)
-            ps.append(p0 + mv(R0, model.jnt_axis[i] * q_full[a]))
-        elif jtype == "ball":
-            Rs.append(mm(R0, quat_to_R(q_full[a:a + 4])))
-            ps.append(p0)
-        else:  # free
-            Rs.append(mm(R0, quat_to_R(q_full[a + 3:a + 7])))
-            ps.append(p0 + mv(R0, q_full[a:a + 3]))
-    return Rs, ps
+        if jtype == "ball":
+            R_joint = R_joint.at[i].set(quat_to_R(q_full[a:a + 4]))
+        elif jtype == "free":
+            R_joint = R_joint.at[i].set(quat_to_R(q_full[a + 3:a + 7]))
+            t_joint = t_joint.at[i].set(q_full[a:a + 3])
+    return mm(model.jnt_R, R_joint), model.jnt_p + mv(model.jnt_R, t_joint)
 
 
-def _compose_world(model: Model, Rs, ps):
+def compose_world(model: Model, R_local, p_local):
+    """World placement of every body from the local ones, walking the tree once."""
     Rw, pw = [], []
     for i, parent in enumerate(model.body_parent):
         if parent < 0:
-            Rw.append(Rs[i])
-            pw.append(ps[i])
+            Rw.append(R_local[i])
+            pw.append(p_local[i])
         else:
-            Rw.append(mm(Rw[parent], Rs[i]))
-            pw.append(pw[parent] + mv(Rw[parent], ps[i]))
-    return Rw, pw
+            Rw.append(mm(Rw[parent], R_local[i]))
+            pw.append(pw[parent] + mv(Rw[parent], p_local[i]))
+    if not Rw:
+        return jnp.zeros((0, 3, 3), model.dtype), jnp.zeros((0, 3), model.dtype)
+    return jnp.stack(Rw), jnp.stack(pw)
 
 
 def body_poses(model: Model, q):
     """World placement of every body frame: R (nbody, 3, 3), p (nbody, 3)."""
-    Rw, pw = _compose_world(model, *joint_placements(model, expand_q(model, q)))
-    dtype = model.dtype
-    if not Rw:
-        return jnp.zeros((0, 3, 3), dtype), jnp.zeros((0, 3), dtype)
-    return jnp.stack(Rw), jnp.stack(pw)
+    return compose_world(model, *joint_placements(model, expand_q(model, q)))
 
 
 def _frames_from_bodies(model: Model, Rb, pb):
-    """World placement of every frame from the bodies' (with the world as body -1)."""
+    """World placement of every frame from the bodies' (frames on the world use identity)."""
     idx = np.array(model.frame_body)
     eye = jnp.eye(3, dtype=model.frame_R.dtype)
-    Rb_ext = jnp.concatenate([Rb, eye[None]], axis=0) if Rb.shape[0] else eye[None]
-    pb_ext = jnp.concatenate([pb, jnp.zeros((1, 3), pb.dtype)], axis=0) if pb.shape[0] else jnp.zeros((1, 3))
+    Rb_ext = jnp.concatenate([Rb, eye[None]], axis=0)
+    pb_ext = jnp.concatenate([pb, jnp.zeros((1, 3), pb.dtype)], axis=0)
     Rp, pp = Rb_ext[idx], pb_ext[idx]  # index -1 picks the appended world row
     return mm(Rp, model.frame_R), pp + mv(Rp, model.frame_p)
 
@@ -91,60 +114,81 @@ def forward_kinematics(model: Model, q):
 
 def frame_pose(model: Model, q, frame: int):
     """T_world_frame (4, 4) of one frame (index from ``model.frame_id``)."""
-    return forward_kinematics(model, q)[frame]
+    Rb, pb = body_poses(model, q)
+    body = model.frame_body[frame]
+    if body < 0:
+        R, p = model.frame_R[frame], model.frame_p[frame]
+    else:
+        R = mm(Rb[body], model.frame_R[frame])
+        p = pb[body] + mv(Rb[body], model.frame_p[frame])
+    return homogeneous(R, p)
 
 
-# ---- Jacobians ---------------------------------------------------------------------------------
+# ---- world-origin spatial motion axes ------------------------------------------------------------
 
-def _dof_axes(model: Model, Rw, pw):
-    """Per full velocity coordinate: (angular axis w, linear part at the body origin, body
-    origin) in world axes, so the column for a point o is [lin + w x (o - origin); w]."""
-    ws, lins, origins = [], [], []
-    dtype = model.dtype
-    zero = jnp.zeros(3, dtype)
+def motion_axes(model: Model, Rw, pw):
+    """xi (nv_full, 6): each full dof's unit motion as a spatial vector [v; w] at the world
+    origin in world axes (a rotation about axis w through point o is [o x w; w])."""
+    cols_w, cols_v = [], []
+    zero = jnp.zeros(3, model.dtype)
     for i, jtype in enumerate(model.jnt_type):
         R, p = Rw[i], pw[i]
         if jtype == "revolute":
-            cols = [(mv(R, model.jnt_axis[i]), zero)]
+            w = mv(R, model.jnt_axis[i])
+            pairs = [(cross(p, w), w)]
         elif jtype == "prismatic":
-            cols = [(zero, mv(R, model.jnt_axis[i]))]
+            pairs = [(mv(R, model.jnt_axis[i]), zero)]
         elif jtype == "ball":
-            cols = [(R[:, k], zero) for k in range(3)]
+            pairs = [(cross(p, R[:, k]), R[:, k]) for k in range(3)]
         else:
-            cols = [(zero, R[:, k]) for k in range(3)] + [(R[:, k], zero) for k in range(3)]
-        for w, lin in cols:
-            ws.append(w)
-            lins.append(lin)
-            origins.append(p)
-    return jnp.stack(ws), jnp.stack(lins), jnp.stack(origins)
+            pairs = [(R[:, k], zero) for k in range(3)] + [(cross(p, R[:, k]), R[:, k]) for k in range(3)]
+        for v, w in pairs:
+            cols_v.append(v)
+            cols_w.append(w)
+    if not cols_v:
+        return jnp.zeros((0, 6), model.dtype)
+    return jnp.concatenate([jnp.stack(cols_v), jnp.stack(cols_w)], axis=-1)
 
 
-def _support_mask(model: Model, bodies) -> np.ndarray:
-    """(len(bodies), nv_full) bool: does the full dof move the given body?"""
-    mask = np.zeros((len(bodies), model.nv_full), dtype=bool)
-    for r, body in enumerate(bodies):
-        for b in model.supports(body):
-            a = model.body_vadr[b]
-            nv = {"revolute": 1, "prismatic": 1, "ball": 3, "free": 6}[model.jnt_type[b]]
-            mask[r, a:a + nv] = True
-    return mask
+def motion_cross(a, b):
+    """Spatial motion cross product a x b for [v; w] vectors (..., 6)."""
+    av, aw, bv, bw = a[..., :3], a[..., 3:], b[..., :3], b[..., 3:]
+    return jnp.concatenate([cross(aw, bv) + cross(av, bw), cross(aw, bw)], axis=-1)
 
 
-def _jacobians_at(model: Model, Rw, pw, bodies, points, rotations, reference):
+def body_velocities(model: Model, xi, v_full):
+    """Spatial velocity of every body (nbody, 6) at the world origin, world axes."""
+    _, _, dof_support = tables(model)
+    return jnp.asarray(dof_support, xi.dtype) @ (xi * v_full[:, None])
+
+
+def body_accelerations(model: Model, xi, V, v_full, a_full, a_base=None):
+    """Spatial acceleration of every body (nbody, 6) at the world origin; ``a_base`` is the
+    linear acceleration of the world (``-gravity`` for dynamics)."""
+    _, dof_body, dof_support = tables(model)
+    xi_dot = motion_cross(V[dof_body], xi)
+    A = jnp.asarray(dof_support, xi.dtype) @ (xi * a_full[:, None] + xi_dot * v_full[:, None])
+    if a_base is not None:
+        A = A + jnp.concatenate([a_base, jnp.zeros(3, A.dtype)])
+    return A
+
+
+# ---- Jacobians -------------------------------------------------------------------------------
+
+def _point_jacobians(model: Model, xi, bodies, points, rotations, reference):
     """Jacobians (n, 6, nv) of points (n, 3) rigidly attached to ``bodies`` (static tuple)."""
     if reference not in REFERENCES:
         raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
-    nv_full = model.nv_full
-    if nv_full == 0:
+    if model.nv_full == 0:
         return jnp.zeros((len(bodies), 6, 0), model.dtype)
-    w, lin0, origin = _dof_axes(model, Rw, pw)                       # (nv_full, 3)
-    lin = lin0[None] + cross(w[None], points[:, None, :] - origin[None])  # (n, nv_full, 3)
-    mask = jnp.asarray(_support_mask(model, bodies))[..., None]
-    lin = jnp.where(mask, lin, 0.0)
-    ang = jnp.where(mask, jnp.broadcast_to(w[None], lin.shape), 0.0)
+    _, _, dof_support = tables(model)
+    ext = np.concatenate([dof_support, np.zeros((1, model.nv_full), bool)])  # body -1: world
+    mask = jnp.asarray(ext[np.array(bodies)])[..., None]                      # (n, nv_full, 1)
+    ang = jnp.broadcast_to(xi[None, :, 3:], (len(bodies), model.nv_full, 3))
+    lin = xi[None, :, :3] + cross(ang, points[:, None, :])
+    lin, ang = jnp.where(mask, lin, 0.0), jnp.where(mask, ang, 0.0)
     if reference == "local":
-        lin = mtv(rotations[:, None], lin)
-        ang = mtv(rotations[:, None], ang)
+        lin, ang = mtv(rotations[:, None], lin), mtv(rotations[:, None], ang)
     J = jnp.concatenate([jnp.swapaxes(lin, -1, -2), jnp.swapaxes(ang, -1, -2)], axis=-2)
     return reduce_force(model, J)
 
@@ -153,81 +197,39 @@ def frame_jacobians(model: Model, q, reference: str = "world"):
     """Geometric Jacobians of every frame: (nframe, 6, nv), rows [v; w]."""
     Rw, pw = body_poses(model, q)
     Rf, pf = _frames_from_bodies(model, Rw, pw)
-    return _jacobians_at(model, list(Rw), list(pw), model.frame_body, pf, Rf, reference)
+    return _point_jacobians(model, motion_axes(model, Rw, pw), model.frame_body, pf, Rf, reference)
 
 
 def frame_jacobian(model: Model, q, frame: int, reference: str = "world"):
     """Geometric Jacobian (6, nv) of one frame (index from ``model.frame_id``)."""
     Rw, pw = body_poses(model, q)
     Rf, pf = _frames_from_bodies(model, Rw, pw)
-    return _jacobians_at(model, list(Rw), list(pw), (model.frame_body[frame],), pf[frame][None],
-                         Rf[frame][None], reference)[0]
+    return _point_jacobians(model, motion_axes(model, Rw, pw), (model.frame_body[frame],),
+                            pf[frame][None], Rf[frame][None], reference)[0]
 
 
-# ---- velocities and accelerations --------------------------------------------------------------
-
-def motion_subspace(model: Model, body: int):
-    """S (6, nv_body) of a body's joint in its own frame, rows [v; w]."""
-    jtype, axis, dtype = model.jnt_type[body], model.jnt_axis[body], model.dtype
-    zero = jnp.zeros(3, dtype)
-    if jtype == "revolute":
-        return jnp.concatenate([zero, axis])[:, None]
-    if jtype == "prismatic":
-        return jnp.concatenate([axis, zero])[:, None]
-    if jtype == "ball":
-        return jnp.concatenate([jnp.zeros((3, 3), dtype), jnp.eye(3, dtype=dtype)])
-    return jnp.eye(6, dtype=dtype)
-
-
-def body_motion(model: Model, Rs, ps, v_full, a_full, a_base=None):
-    """Forward pass: spatial velocity and acceleration of every body in its own frame.
-
-    Rs, ps: joint placements (from :func:`joint_placements`); v_full, a_full: (nv_full,) joint
-    velocities and accelerations; a_base: linear acceleration of the world origin in world axes
-    (``-gravity`` for dynamics, None for zero). Returns lists of (v, w) and (av, aw) pairs.
-    """
-    dtype = model.dtype
-    zero = jnp.zeros(3, dtype)
-    vel, acc = [], []
-    for i, parent in enumerate(model.body_parent):
-        a = model.body_vadr[i]
-        S = motion_subspace(model, i)
-        k = S.shape[1]
-        sq, sqd = mv(S, v_full[a:a + k]), mv(S, a_full[a:a + k])
-        if parent < 0:
-            pv, pw_, pav, paw = zero, zero, (zero if a_base is None else a_base), zero
-        else:
-            (pv, pw_), (pav, paw) = vel[parent], acc[parent]
-        v, w = motion_to_child(Rs[i], ps[i], pv, pw_)
-        av, aw = motion_to_child(Rs[i], ps[i], pav, paw)
-        v, w = v + sq[:3], w + sq[3:]
-        cv, cw = motion_cross_motion(v, w, sq[:3], sq[3:])
-        vel.append((v, w))
-        acc.append((av + sqd[:3] + cv, aw + sqd[3:] + cw))
-    return vel, acc
-
+# ---- frame velocities and accelerations ------------------------------------------------------------
 
 def _frame_motion(model: Model, q, v, a, frame, reference):
-    q_full = expand_q(model, q)
-    Rs, ps = joint_placements(model, q_full)
-    vf = expand_v(model, v)
-    af = expand_v(model, a) if a is not None else jnp.zeros_like(vf)
-    vel, acc = body_motion(model, Rs, ps, vf, af)
-    body = model.frame_body[frame]
-    Rf, pf = model.frame_R[frame], model.frame_p[frame]
-    if body < 0:
-        zero = jnp.zeros(3, model.dtype)
-        (bv, bw), (bav, baw) = (zero, zero), (zero, zero)
-    else:
-        (bv, bw), (bav, baw) = vel[body], acc[body]
-    fv, fw = motion_to_child(Rf, pf, bv, bw)
-    fav, faw = motion_to_child(Rf, pf, bav, baw)
-    if reference == "world":
-        Rw, _ = _frames_from_bodies(model, *body_poses(model, q))
-        Rwf = Rw[frame]
-        fv, fw, fav, faw = mv(Rwf, fv), mv(Rwf, fw), mv(Rwf, fav), mv(Rwf, faw)
-    elif reference != "local":
+    if reference not in REFERENCES:
         raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
+    Rw, pw = body_poses(model, q)
+    xi = motion_axes(model, Rw, pw)
+    v_full = expand_v(model, v)
+    a_full = expand_v(model, a) if a is not None else jnp.zeros_like(v_full)
+    V = body_velocities(model, xi, v_full)
+    A = body_accelerations(model, xi, V, v_full, a_full)
+    Rf, pf = _frames_from_bodies(model, Rw, pw)
+    body = model.frame_body[frame]
+    zero = jnp.zeros(6, model.dtype)
+    Vb, Ab = (zero, zero) if body < 0 else (V[body], A[body])
+    o = pf[frame]
+    # shift from the world origin to the frame origin (world axes)
+    fv, fw = Vb[:3] + cross(Vb[3:], o), Vb[3:]
+    fav, faw = Ab[:3] + cross(Ab[3:], o), Ab[3:]
+    if reference == "local":
+        R = Rf[frame]
+        fv, fw, fav, faw = mtv(R, fv), mtv(R, fw), mtv(R, fav), mtv(R, faw)
     return fv, fw, fav, faw
 
 
