@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 
 Array = jnp.ndarray
@@ -119,12 +120,15 @@ def _stretch(fastest: SCurve, te: Array, a: Array, j: Array) -> SCurve:
     use_quad = quad_ok & (vp_q >= a * a / j)
     ta_q = jnp.maximum(vp_q / a - a / j, 0.0)
 
-    # Branch 2, acceleration stays below amax: 2 tj^3 - te tj^2 + d/j = 0, middle root
-    # (trigonometric form), then two Newton steps to remove the cancellation error.
-    c = 1.0 - 54.0 * d_safe / (j * te_safe**3)
-    c_safe = jnp.where(use_quad, 0.0, jnp.clip(c, -1.0, 1.0))
-    theta = jnp.arccos(c_safe)
-    tj_c = te_safe / 6.0 + te_safe / 3.0 * jnp.cos(theta / 3.0 - 2.0 * jnp.pi / 3.0)
+    # Branch 2, acceleration stays below amax: 2 tj^3 - te tj^2 + d/j = 0, middle root. The
+    # trigonometric solution tj = te/6 + te/3 cos(theta/3 - 2 pi/3), theta = arccos(1 - w),
+    # w = 54 d / (j te^3), is rewritten without cancellation (long moves make w and tj/te tiny):
+    # theta = 2 asin(sqrt(w/2)) and 1/2 + cos(phi - 2 pi/3) = sin(phi/2)^2 + sqrt(3)/2 sin(phi).
+    # Two Newton steps then polish the root.
+    w = 54.0 * d_safe / (j * te_safe**3)
+    half_w = jnp.where(use_quad, 0.25, jnp.clip(0.5 * w, 0.0, 0.99))
+    phi = (2.0 / 3.0) * jnp.arcsin(jnp.sqrt(half_w))
+    tj_c = te_safe / 3.0 * (jnp.sin(0.5 * phi) ** 2 + 0.5 * jnp.sqrt(3.0) * jnp.sin(phi))
     for _ in range(2):
         f = (2.0 * tj_c - te_safe) * tj_c * tj_c + d_safe / j
         fp = 2.0 * tj_c * (3.0 * tj_c - te_safe)
@@ -163,14 +167,17 @@ def scurve_sample(profile: SCurve, t) -> ProfileState:
     sgn = jnp.where(dist < 0.0, -1.0, 1.0).astype(d.dtype)
     jk, tj, ta = profile.jerk, profile.t_jerk, profile.t_acc
     total = profile.duration
-    tc = jnp.clip(t, 0.0, total)
-    mirrored = tc > 0.5 * total
-    tau = jnp.where(mirrored, total - tc, tc)
-
     ap = jk * tj
     vp = ap * (tj + ta)
     t_ramp = 2.0 * tj + ta
     p_ramp = 0.5 * vp * t_ramp
+    # Materialise the per-profile numbers once: without the barrier XLA fuses the whole planner
+    # into the per-sample loop and re-plans for every time stamp (about 15x slower on CPU).
+    d, sgn, jk, tj, ta, total, ap, vp, t_ramp, p_ramp = jax.lax.optimization_barrier(
+        (d, sgn, jk, tj, ta, total, ap, vp, t_ramp, p_ramp))
+    tc = jnp.clip(t, 0.0, total)
+    mirrored = tc > 0.5 * total
+    tau = jnp.where(mirrored, total - tc, tc)
 
     # phase 1: jerk +J
     p1 = jk * tau**3 / 6.0

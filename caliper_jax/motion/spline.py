@@ -66,8 +66,11 @@ def cubic_spline(waypoints, knots=None, bc: str = "natural", start_slope=None, e
         du = jnp.concatenate([zero, h[1:], zero])
         rhs = jnp.concatenate([jnp.zeros_like(y[:1]), rhs_mid, jnp.zeros_like(y[:1])])
     else:
-        ya = jnp.zeros_like(y[0]) if start_slope is None else jnp.broadcast_to(_float(start_slope), y[0].shape)
-        yb = jnp.zeros_like(y[0]) if end_slope is None else jnp.broadcast_to(_float(end_slope), y[0].shape)
+        def end(v):
+            v = jnp.zeros_like(y[0]) if v is None else _float(v)
+            return jnp.broadcast_to(v, y[0].shape).astype(y.dtype)
+
+        ya, yb = end(start_slope), end(end_slope)
         d = jnp.concatenate([2.0 * h[:1], 2.0 * (h[:-1] + h[1:]), 2.0 * h[-1:]])
         dl = jnp.concatenate([zero, h])
         du = jnp.concatenate([h, zero])

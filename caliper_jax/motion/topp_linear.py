@@ -38,7 +38,7 @@ class LinearPathTrajectory(NamedTuple):
 
     @property
     def duration(self) -> Array:
-        return self.t_start[-1] + self.seg_duration[-1]
+        return self.t_start[..., -1] + self.seg_duration[..., -1]
 
     def sample(self, t) -> MotionSample:
         """Joint state at time(s) ``t``; ``qddd`` is zero (the jerk is impulsive at switches)."""

@@ -50,8 +50,10 @@ def uniform_times(duration: float, dt: float) -> np.ndarray:
         raise CaliperError(f"trajectory duration must be finite and >= 0, got {duration!r}")
     n = int(np.floor(duration / dt * (1.0 + 1e-12))) + 1
     times = np.arange(n) * dt
-    if duration - times[-1] > 1e-9 * max(dt, 1.0):
+    if duration - times[-1] > 1e-9 * dt:
         times = np.append(times, duration)
+    else:
+        times[-1] = duration  # the last row is the end exactly
     return times
 
 
@@ -62,12 +64,22 @@ def grid_rows(traj, n: int) -> SampledRows:
     return SampledRows(times, s.q, s.qd, s.qdd)
 
 
-def uniform_rows(traj, dt: float) -> SampledRows:
-    """Rows every ``dt`` seconds from 0, the last row at the duration. A host call (the row count
-    depends on the duration), so not for ``jit``; use ``grid`` there."""
-    times = jnp.asarray(uniform_times(float(traj.duration), dt), dtype=traj.t_start.dtype)
+@jax.jit
+def _sample_padded(traj, times):
     s = traj.sample(times)
-    return SampledRows(times, s.q, s.qd, s.qdd)
+    return s.q, s.qd, s.qdd
+
+
+def uniform_rows(traj, dt: float) -> SampledRows:
+    """Rows every ``dt`` seconds from 0, the last row at the duration. A host-level entry point
+    (the row count depends on the duration), so not for ``jit``; use ``grid`` there. It samples
+    through one jitted call, padding the time vector to a power of two to bound recompiles."""
+    times = uniform_times(float(traj.duration), dt)
+    n = times.shape[0]
+    padded = np.full((1 << max(n - 1, 1).bit_length(),), times[-1])
+    padded[:n] = times
+    q, qd, qdd = _sample_padded(traj, jnp.asarray(padded, dtype=traj.t_start.dtype))
+    return SampledRows(jnp.asarray(times, dtype=traj.t_start.dtype), q[:n], qd[:n], qdd[:n])
 
 
 class Trajectory(NamedTuple):
@@ -84,7 +96,7 @@ class Trajectory(NamedTuple):
 
     @property
     def duration(self) -> Array:
-        return self.t_start[-1] + self.seg_duration[-1]
+        return self.t_start[..., -1] + self.seg_duration[..., -1]
 
     @property
     def ndof(self) -> int:
@@ -92,7 +104,11 @@ class Trajectory(NamedTuple):
 
     def sample(self, t) -> MotionSample:
         """State at time(s) ``t`` (any shape); before 0 and after the end the state is at rest."""
-        t = jnp.asarray(t, dtype=self.t_start.dtype)
+        # Materialise the plan and the time stamps before the per-sample loop (see scurve_sample).
+        self, t = jax.lax.optimization_barrier((self, jnp.asarray(t, dtype=self.t_start.dtype)))
+        if self.t_start.shape[-1] == 1:  # one segment (MOVE_J): broadcast, no search or gather
+            st = scurve_sample(self.profile, (t - self.t_start[0])[..., None])
+            return MotionSample(self.q_start[0] + st.p, st.v, st.a, st.j)
         k = _segment_index(self.t_start, t)
         local = (t - self.t_start[k])[..., None]
         prof = jax.tree_util.tree_map(lambda x: x[k], self.profile)

@@ -55,7 +55,7 @@ class ToppRAResult(NamedTuple):
 
     @property
     def duration(self) -> Array:
-        return self.t[-1]
+        return self.t[..., -1]
 
 
 def velocity_constraints(qs, vmax) -> PathConstraints:
@@ -174,7 +174,10 @@ def topp_ra(gridpoints, constraints: PathConstraints, sd_start=0.0, sd_end=0.0) 
     def forward(x, inp):
         (ua, ub, uh), d, k_lo, k_hi = inp
         pos = ua > 0.0
-        room = jnp.maximum(uh - ub * x, 0.0)
+        room = uh - ub * x
+        # A negative room only by rounding (x sits on an x-only-like row) counts as zero, so a
+        # row with a tiny positive alpha cannot turn rounding noise into a huge negative bound.
+        room = jnp.where(room > -tol * (jnp.abs(uh) + jnp.abs(ub * x)), jnp.maximum(room, 0.0), room)
         u_rows = jnp.min(jnp.where(pos, room / jnp.where(pos, ua, 1.0), jnp.inf))
         u = jnp.minimum(u_rows, (k_hi - x) / (2.0 * d))
         x_next = jnp.clip(x + 2.0 * d * u, k_lo, k_hi)
