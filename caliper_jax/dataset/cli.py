@@ -1,0 +1,118 @@
+"""``caliper data info|doctor|delete|split|merge|tag|recover DATASET [--json]``."""
+
+from __future__ import annotations
+
+import argparse
+
+from caliper_jax.dataset import atomic, edit
+from caliper_jax.dataset.reader import LeRobotReader
+
+
+def register(subparsers) -> None:
+    data = subparsers.add_parser("data", help="LeRobotDataset v3.0: inspect, diagnose, edit")
+    sub = data.add_subparsers(dest="data_command", metavar="ACTION")
+    sub.required = True
+
+    def add(name: str, handler, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("dataset", help="dataset root (the folder holding meta/ and data/)")
+        p.add_argument("--json", action="store_true", help="print the report as JSON")
+        p.set_defaults(func=handler)
+        return p
+
+    add("info", info, "episodes, frames, features, tasks")
+    p = add("doctor", doctor, "run the dataset doctor (D001-D021)")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown section for a dataset card")
+    p.add_argument("--window", type=int, default=None, help="policy window in frames (enables D020)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the subsampling")
+    p.add_argument("--progress", action="store_true", default=None, help="show a progress bar even off a TTY")
+    p = add("delete", delete, "delete episodes (renumbers the rest)")
+    p.add_argument("--episodes", required=True, help="comma-separated episode indices")
+    p = add("split", split, "split an episode at a local frame")
+    p.add_argument("--episode", type=int, required=True)
+    p.add_argument("--frame", type=int, required=True)
+    p = add("merge", merge, "merge two adjacent episodes")
+    p.add_argument("--first", type=int, required=True)
+    p.add_argument("--second", type=int, required=True)
+    p = add("tag", tag, "list or change episode tags (meta/caliper_tags.json)")
+    p.add_argument("--episode", type=int, default=None)
+    p.add_argument("--add", default="", help="comma-separated tags to add")
+    p.add_argument("--remove", default="", help="comma-separated tags to remove")
+    p.add_argument("--clear", action="store_true")
+    add("recover", recover, "finish or discard a write interrupted by a crash")
+
+
+def _emit(args, report: dict, text: str) -> int:
+    from caliper_jax.cli import emit
+
+    emit(args, report, text)
+    return 0
+
+
+def _split_list(text: str) -> list[str]:
+    return [t for t in (s.strip() for s in text.split(",")) if t]
+
+
+def info(args) -> int:
+    r = LeRobotReader(args.dataset)
+    report = {
+        "dataset": str(r.root),
+        "codebase_version": r.info["codebase_version"],
+        "fps": r.fps,
+        "robot_type": r.info.get("robot_type"),
+        "episodes": r.num_episodes,
+        "frames": r.num_frames,
+        "tasks": r.tasks,
+        "features": r.features,
+        "tags": {str(k): v for k, v in r.tags.items()},
+    }
+    lines = [
+        f"{r.root}: LeRobotDataset {r.info['codebase_version']}, {r.num_episodes} episodes, "
+        f"{r.num_frames} frames @ {r.fps} fps"
+    ]
+    for key, f in r.features.items():
+        lines.append(f"  {key}: {f['dtype']} {f['shape']}")
+    lines.append("  tasks: " + "; ".join(f"{i}={t!r}" for i, t in enumerate(r.tasks)))
+    return _emit(args, report, "\n".join(lines))
+
+
+def doctor(args) -> int:
+    from doctors.dataset import DoctorOptions, diagnose
+
+    report = diagnose(
+        args.dataset, DoctorOptions(seed=args.seed, policy_window=args.window), progress=args.progress
+    )
+    text = report.markdown() if args.markdown else report.text()
+    return _emit(args, report.to_dict(), text)
+
+
+def _edit_text(result: dict) -> str:
+    return f"{result['op']}: now {result['episodes']} episodes, {result['frames']} frames"
+
+
+def delete(args) -> int:
+    result = edit.delete_episodes(args.dataset, [int(e) for e in _split_list(args.episodes)])
+    return _emit(args, result, _edit_text(result))
+
+
+def split(args) -> int:
+    result = edit.split_episode(args.dataset, args.episode, args.frame)
+    return _emit(args, result, _edit_text(result))
+
+
+def merge(args) -> int:
+    result = edit.merge_episodes(args.dataset, args.first, args.second)
+    return _emit(args, result, _edit_text(result))
+
+
+def tag(args) -> int:
+    tags = edit.tag_episode(
+        args.dataset, args.episode, _split_list(args.add), _split_list(args.remove), args.clear
+    )
+    text = "\n".join(f"episode {ep}: {', '.join(t)}" for ep, t in sorted(tags.items())) or "no tags"
+    return _emit(args, {"tags": {str(k): v for k, v in tags.items()}}, text)
+
+
+def recover(args) -> int:
+    done = atomic.recover(args.dataset)
+    return _emit(args, done, ", ".join(f"{k}={v}" for k, v in done.items()))
