@@ -43,7 +43,7 @@ class PinPair:
     def v_perm(self):
         """Index array p with ours[k] == theirs[p[k]]."""
         m, perm = self.model, []
-        for body, jid in self.joint_ids:
+        for _, jid in self.joint_ids:
             jm = self.pm.joints[jid]
             perm += list(range(jm.idx_v, jm.idx_v + jm.nv))
         assert len(perm) == m.nv

@@ -35,8 +35,8 @@ def _batched_all(model):
         Jw = kinematics.frame_jacobians(model, q, "world")
         Jl = kinematics.frame_jacobians(model, q, "local")
         return dict(T=T, Jw=Jw, Jl=Jl, tau=dynamics.rnea(model, q, v, a), M=dynamics.crba(model, q),
-                    qdd=dynamics.forward_dynamics_cholesky(model, q, v, a), ke=dynamics.kinetic_energy(model, q, v),
-                    pe=dynamics.potential_energy(model, q))
+                    qdd=dynamics.forward_dynamics_cholesky(model, q, v, a),
+                    ke=dynamics.kinetic_energy(model, q, v), pe=dynamics.potential_energy(model, q))
     return jax.jit(jax.vmap(one))
 
 
