@@ -45,7 +45,13 @@ def read_urdf_string(text: str, *, source: str = "<string>", floating: bool = Fa
         raise ModelError(f"{source}: not well-formed XML ({exc})") from None
     if root.tag != "robot":
         raise ModelError(f"{source}: root element is <{root.tag}>, expected <robot>")
-    return _Builder(root, source, floating, mimic, mesh_roots).build()
+    try:
+        return _Builder(root, source, floating, mimic, mesh_roots).build()
+    except ModelError as exc:  # attribute-level errors do not know the file: name it
+        message = str(exc)
+        if not message.startswith(f"{source}:"):
+            raise ModelError(f"{source}: {message}") from None
+        raise
 
 
 def _floats(text, n, where):
