@@ -1,0 +1,157 @@
+"""Core throughput: our FK / Jacobian / RNEA / CRBA / ABA on a robot at several batch sizes in
+float32 and float64 (jit compile time reported separately), beside Pinocchio (per-call Python
+loop and its threaded rneaInParallel / abaInParallel on the same cores) and MJX kinematics /
+forward with contacts disabled.
+
+    python benchmarks/bench_core.py [--robot panda] [--batches 1 64 1024 4096] [--no-mjx]
+
+Figures are configurations per second (higher is better). Results: benchmarks/README.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)  # float64 is benchmarked too; float32 stays float32
+
+from caliper_jax import configuration, dynamics, kinematics  # noqa: E402
+from caliper_jax.loading import load  # noqa: E402
+
+OPS = {
+    "fk": (lambda m, q, v: kinematics.forward_kinematics(m, q)),
+    "jacobian": (lambda m, q, v: kinematics.frame_jacobian(m, q, m.nframe - 1)),
+    "rnea": (lambda m, q, v: dynamics.rnea(m, q, v, v)),
+    "crba": (lambda m, q, v: dynamics.crba(m, q)),
+    "aba": (lambda m, q, v: dynamics.aba(m, q, v, v)),
+}
+
+
+def timed(fn, *args, min_time=0.3):
+    jax.block_until_ready(fn(*args))
+    n, start = 0, time.perf_counter()
+    while True:
+        out = fn(*args)
+        n += 1
+        if time.perf_counter() - start > min_time and n >= 3:
+            break
+    jax.block_until_ready(out)
+    return (time.perf_counter() - start) / n
+
+
+def ours(model, batches, dtypes, ops):
+    rows = []
+    for dtype in dtypes:
+        m = model.astype(dtype)
+        for name, op in ops.items():
+            for B in batches:
+                keys = jax.random.split(jax.random.PRNGKey(0), B)
+                qs = jax.vmap(configuration.random_configuration, in_axes=(None, 0))(m, keys)
+                vs = jnp.ones((B, m.nv), dtype)
+                f = jax.jit(jax.vmap(op, in_axes=(None, 0, 0)))
+                t0 = time.perf_counter()
+                compiled = f.lower(m, qs, vs).compile()
+                compile_s = time.perf_counter() - t0
+                dt = timed(compiled, m, qs, vs)
+                rows.append((name, np.dtype(dtype).name, B, compile_s, B / dt))
+                print(f"  ours {name:9s} {np.dtype(dtype).name:8s} batch {B:6d}: "
+                      f"compile {compile_s:6.2f} s   {B / dt:12.4g} /s", flush=True)
+    return rows
+
+
+def pinocchio(path, batches):
+    try:
+        import pinocchio as pin
+    except ImportError:
+        print("  pinocchio not installed: skipped")
+        return {}
+    pm = pin.buildModelFromUrdf(str(path))
+    pd = pm.createData()
+    rng = np.random.default_rng(0)
+    out = {}
+    B = max(batches)
+    q = np.stack([pin.randomConfiguration(pm) for _ in range(B)], axis=1)
+    v = rng.normal(size=(pm.nv, B))
+    start = time.perf_counter()
+    for k in range(min(B, 2000)):
+        pin.rnea(pm, pd, q[:, k], v[:, k], v[:, k])
+    out["rnea loop"] = min(B, 2000) / (time.perf_counter() - start)
+    start = time.perf_counter()
+    for k in range(min(B, 2000)):
+        pin.forwardKinematics(pm, pd, q[:, k])
+        pin.updateFramePlacements(pm, pd)
+    out["fk loop"] = min(B, 2000) / (time.perf_counter() - start)
+    start = time.perf_counter()
+    for k in range(min(B, 2000)):
+        pin.aba(pm, pd, q[:, k], v[:, k], v[:, k])
+    out["aba loop"] = min(B, 2000) / (time.perf_counter() - start)
+    threads = os.cpu_count() or 1
+    pool = pin.ModelPool(pm, threads)
+    res = np.zeros((pm.nv, B))
+    for label, fn in (("rneaInParallel", pin.rneaInParallel), ("abaInParallel", pin.abaInParallel)):
+        fn(threads, pool, q, v, v, res)
+        n, start = 0, time.perf_counter()
+        while time.perf_counter() - start < 0.3 or n < 3:
+            fn(threads, pool, q, v, v, res)
+            n += 1
+        out[f"{label} ({threads} threads, batch {B})"] = B * n / (time.perf_counter() - start)
+    for k, val in out.items():
+        print(f"  pinocchio {k:40s} {val:12.4g} /s", flush=True)
+    return out
+
+
+def mjx_figures(path, batch):
+    try:
+        import mujoco
+        from mujoco import mjx
+    except ImportError:
+        print("  mujoco-mjx not installed: skipped")
+        return {}
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    mj.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    mx = mjx.put_model(mj)
+    d0 = mjx.make_data(mx)
+    qs = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (batch, mj.nq)), dtype=d0.qpos.dtype)
+    out = {}
+    for name, fn in (("kinematics", mjx.kinematics), ("forward", mjx.forward)):
+        f = jax.jit(jax.vmap(lambda q, fn=fn: fn(mx, d0.replace(qpos=q)).xpos))
+        t0 = time.perf_counter()
+        compiled = f.lower(qs).compile()
+        compile_s = time.perf_counter() - t0
+        dt = timed(compiled, qs, min_time=0.2)
+        out[name] = (compile_s, batch / dt)
+        print(f"  mjx {name:10s} batch {batch}: compile {compile_s:6.2f} s   {batch / dt:12.4g} /s",
+              flush=True)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--robot", default="panda")
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 64, 1024, 4096])
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"])
+    parser.add_argument("--ops", nargs="+", default=list(OPS))
+    parser.add_argument("--no-mjx", action="store_true")
+    parser.add_argument("--mjx-batch", type=int, default=64)
+    args = parser.parse_args()
+    import robots
+
+    path = robots.resolve(args.robot)
+    model = load(args.robot, mimic=False)  # Pinocchio's default: mimic joints independent
+    print(f"{args.robot}: nq={model.nq}, {model.nbody} bodies, {model.nframe} frames; jax {jax.__version__} "
+          f"on {jax.default_backend()} ({os.cpu_count()} cores)")
+    print("caliper_jax (vmap + jit):")
+    ours(model, args.batches, [getattr(jnp, d) for d in args.dtypes], {k: OPS[k] for k in args.ops})
+    print("Pinocchio (float64):")
+    pinocchio(path, args.batches)
+    if not args.no_mjx:
+        print(f"MJX (contacts disabled; {path.name} compiled by MuJoCo):")
+        mjx_figures(path, args.mjx_batch)
+
+
+if __name__ == "__main__":
+    main()
