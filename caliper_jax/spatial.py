@@ -2,8 +2,8 @@
 
 Conventions: rotations are 3x3 matrices ``R_a_b`` mapping b-coordinates to a-coordinates;
 quaternions are ``(w, x, y, z)``; twists and spatial vectors are ``[v; w]`` (linear first,
-Pinocchio's order). Small matrix products are written as broadcast-multiply-sum rather than
-``dot`` because XLA's CPU backend fuses those into the surrounding elementwise code.
+Pinocchio's order). Small matrix products are written as sums of elementwise products: on XLA's CPU backend a
+``dot`` or a broadcast-multiply-reduce over a size-3 axis costs several times more.
 All functions are NaN-safe to differentiate (double-``where`` guards near zero).
 """
 from __future__ import annotations
@@ -12,18 +12,18 @@ import jax.numpy as jnp
 
 
 def mm(a, b):
-    """3x3 @ 3x3 as a fusible elementwise product-sum. a, b: (..., 3, 3)."""
-    return jnp.sum(a[..., :, :, None] * b[..., None, :, :], axis=-2)
+    """3x3 @ 3x3 as a sum of three outer products (elementwise only). a, b: (..., 3, 3)."""
+    return a[..., :, 0:1] * b[..., 0:1, :] + a[..., :, 1:2] * b[..., 1:2, :] + a[..., :, 2:3] * b[..., 2:3, :]
 
 
 def mv(a, v):
-    """3x3 @ 3-vector as a fusible product-sum. a: (..., 3, 3), v: (..., 3)."""
-    return jnp.sum(a * v[..., None, :], axis=-1)
+    """3x3 @ 3-vector, elementwise only. a: (..., 3, 3), v: (..., 3)."""
+    return a[..., :, 0] * v[..., 0:1] + a[..., :, 1] * v[..., 1:2] + a[..., :, 2] * v[..., 2:3]
 
 
 def mtv(a, v):
-    """a.T @ v for a 3x3 ``a`` (inverse rotation of ``v``)."""
-    return jnp.sum(a * v[..., :, None], axis=-2)
+    """a.T @ v for a 3x3 ``a`` (inverse rotation of ``v``), elementwise only."""
+    return a[..., 0, :] * v[..., 0:1] + a[..., 1, :] * v[..., 1:2] + a[..., 2, :] * v[..., 2:3]
 
 
 def cross(a, b):
