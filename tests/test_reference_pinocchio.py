@@ -146,3 +146,48 @@ def test_aba_matches_pinocchio(name, floating):
         vp[perm], tp[perm] = np.asarray(vs[k]), np.asarray(taus[k])
         ref = pin.aba(pair.pm, pair.pd, pair.q(np.asarray(qs[k])), vp, tp)[perm]
         assert _rel(ours[k], ref) < 1e-8
+
+
+MOTION_CASES = [("panda", False), ("solo12", True), ("pendulum2", False)]
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("name,floating", MOTION_CASES, ids=[c[0] for c in MOTION_CASES])
+def test_frame_motion_and_external_forces_match_pinocchio(name, floating):
+    _needs_erd(name)
+    model = load(name, floating=floating, mimic=False, dtype=jnp.float64)
+    pair = PinPair(model, robots.resolve(name), floating=floating)
+    pm, pd, perm = pair.pm, pair.pd, pair.v_perm()
+    rng = np.random.default_rng(11)
+    q = np.asarray(configuration.random_configuration(model, jax.random.PRNGKey(2)))
+    v, a = rng.normal(size=model.nv), rng.normal(size=model.nv)
+    vp, ap = np.zeros(pm.nv), np.zeros(pm.nv)
+    vp[perm], ap[perm] = v, a
+    qp = pair.q(q)
+    pin.forwardKinematics(pm, pd, qp, vp, ap)
+    pin.updateFramePlacements(pm, pd)
+    frame = model.nframe - 1
+    fid = _pin_frame(pm, model.frame_names[frame], model.frame_kind[frame])
+    for ref, pref in (("world", pin.LOCAL_WORLD_ALIGNED), ("local", pin.LOCAL)):
+        vel = kinematics.frame_velocity(model, q, v, frame, ref)
+        np.testing.assert_allclose(vel, pin.getFrameVelocity(pm, pd, fid, pref).vector, atol=1e-10)
+        acc = kinematics.frame_acceleration(model, q, v, a, frame, ref)
+        np.testing.assert_allclose(acc, pin.getFrameAcceleration(pm, pd, fid, pref).vector, atol=1e-10)
+        cls = kinematics.frame_acceleration(model, q, v, a, frame, ref, classical=True)
+        np.testing.assert_allclose(cls, pin.getFrameClassicalAcceleration(pm, pd, fid, pref).vector,
+                                   atol=1e-10)
+    # external forces per body, body frame, [f; n]
+    f_ext = rng.normal(size=(model.nbody, 6))
+    fext_pin = [pin.Force.Zero() for _ in range(pm.njoints)]
+    for body, jid in pair.joint_ids:
+        fext_pin[jid] = pin.Force(f_ext[body])
+    tau = dynamics.rnea(model, q, v, a, f_ext=jnp.asarray(f_ext))
+    np.testing.assert_allclose(tau, pin.rnea(pm, pd, qp, vp, ap, fext_pin)[perm], rtol=1e-9, atol=1e-9)
+    qdd = dynamics.aba(model, q, v, tau, f_ext=jnp.asarray(f_ext))
+    np.testing.assert_allclose(qdd, a, rtol=1e-8, atol=1e-8)
+    # potential energy for another gravity vector
+    g = np.array([1.0, -2.0, -3.0])
+    pm.gravity.linear = g
+    ref = pin.computePotentialEnergy(pm, pd, qp)
+    pm.gravity.linear = np.array([0.0, 0.0, -9.81])
+    np.testing.assert_allclose(dynamics.potential_energy(model, q, gravity=g), ref, rtol=1e-10, atol=1e-10)
