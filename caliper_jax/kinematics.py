@@ -129,25 +129,27 @@ def frame_pose(model: Model, q, frame: int):
 def motion_axes(model: Model, Rw, pw):
     """xi (nv_full, 6): each full dof's unit motion as a spatial vector [v; w] at the world
     origin in world axes (a rotation about axis w through point o is [o x w; w])."""
-    cols_w, cols_v = [], []
-    zero = jnp.zeros(3, model.dtype)
-    for i, jtype in enumerate(model.jnt_type):
-        R, p = Rw[i], pw[i]
-        if jtype == "revolute":
-            w = mv(R, model.jnt_axis[i])
-            pairs = [(cross(p, w), w)]
-        elif jtype == "prismatic":
-            pairs = [(mv(R, model.jnt_axis[i]), zero)]
-        elif jtype == "ball":
-            pairs = [(cross(p, R[:, k]), R[:, k]) for k in range(3)]
-        else:
-            pairs = [(R[:, k], zero) for k in range(3)] + [(cross(p, R[:, k]), R[:, k]) for k in range(3)]
-        for v, w in pairs:
-            cols_v.append(v)
-            cols_w.append(w)
-    if not cols_v:
+    if model.nbody == 0:
         return jnp.zeros((0, 6), model.dtype)
-    return jnp.concatenate([jnp.stack(cols_v), jnp.stack(cols_w)], axis=-1)
+    # 1-dof joints, all bodies at once
+    w = mv(Rw, model.jnt_axis)
+    is_rev = np.array([t == "revolute" for t in model.jnt_type])[:, None]
+    rows = jnp.where(is_rev, jnp.concatenate([cross(pw, w), w], axis=-1),
+                     jnp.concatenate([w, jnp.zeros_like(w)], axis=-1))
+    if all(t in ("revolute", "prismatic") for t in model.jnt_type):
+        return rows
+    pieces = []
+    for i, jtype in enumerate(model.jnt_type):  # splice in the multi-dof joints' columns
+        R, p = Rw[i], pw[i]
+        axes = R.T                                      # rows: the body's axes in world
+        rot = jnp.concatenate([cross(jnp.broadcast_to(p, axes.shape), axes), axes], axis=-1)
+        if jtype == "ball":
+            pieces.append(rot)
+        elif jtype == "free":
+            pieces += [jnp.concatenate([axes, jnp.zeros_like(axes)], axis=-1), rot]
+        else:
+            pieces.append(rows[i:i + 1])
+    return jnp.concatenate(pieces, axis=0)
 
 
 def motion_cross(a, b):
