@@ -4,7 +4,6 @@ from __future__ import annotations
 import random
 import re
 import shutil
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -91,9 +90,7 @@ def inspect_safely(path: Path) -> Report | CaliperError:
 def test_malformed_corpus(tmp_path, case):
     name, content, expected = CORPUS[case]
     path = write(tmp_path, name, content)
-    start = time.perf_counter()
     outcome = inspect_safely(path)
-    assert time.perf_counter() - start < 5
     if expected == "error":
         assert isinstance(outcome, CaliperError), outcome
         message = str(outcome)
@@ -164,7 +161,6 @@ def test_fuzzed_mutations_never_crash(tmp_path, base, suffix, count):
     rng = random.Random(20240611)
     path = tmp_path / ("fuzz" + suffix)
     outcomes = {"report": 0, "error": 0}
-    start = time.perf_counter()
     for i in range(count):
         mutated = mutate(text, rng)
         path.write_text(mutated)
@@ -175,6 +171,4 @@ def test_fuzzed_mutations_never_crash(tmp_path, base, suffix, count):
         outcomes["report" if isinstance(outcome, Report) else "error"] += 1
         if isinstance(outcome, Report):
             outcome.to_dict()
-    elapsed = time.perf_counter() - start
     assert outcomes["report"] > count // 4 and outcomes["error"] > 0
-    assert elapsed < 25, f"{count} mutations took {elapsed:.1f}s"

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -115,10 +114,8 @@ def test_exponential_macros_hit_the_size_bound_fast(tmp_path):
     body = '<xacro:macro name="m0" params=""><e/></xacro:macro>'
     body += "".join(f'<xacro:macro name="m{i}" params=""><xacro:m{i - 1}/><xacro:m{i - 1}/></xacro:macro>'
                     for i in range(1, 40))
-    start = time.perf_counter()
-    with pytest.raises(CaliperError, match="more than"):
+    with pytest.raises(CaliperError, match="more than"):  # 2^39 elements if unbounded
         expand(tmp_path, body + "<xacro:m39/>")
-    assert time.perf_counter() - start < 10
 
 
 def test_evaluator_supports_math():
@@ -137,7 +134,5 @@ def test_evaluator_supports_math():
     "-" * 5000 + "1", "(" * 300 + "1" + ")" * 300, "x" * 20000,
 ])
 def test_evaluator_refuses_unsafe_or_runaway_input(source):
-    start = time.perf_counter()
     with pytest.raises(CaliperError):
         evaluate(source, {"a": 1}.__getitem__)
-    assert time.perf_counter() - start < 1.0
