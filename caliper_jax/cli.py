@@ -16,6 +16,7 @@ import sys
 # Modules that contribute subcommands, in help order.
 SUBCOMMAND_MODULES = (
     "caliper_jax.cli_core",
+    "caliper_jax.cli_control",
     "doctors.asset.cli",
     "caliper_jax.dataset.cli",
 )
