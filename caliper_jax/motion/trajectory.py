@@ -107,7 +107,8 @@ class Trajectory(NamedTuple):
         # Materialise the plan and the time stamps before the per-sample loop (see scurve_sample).
         self, t = jax.lax.optimization_barrier((self, jnp.asarray(t, dtype=self.t_start.dtype)))
         if self.t_start.shape[-1] == 1:  # one segment (MOVE_J): broadcast, no search or gather
-            st = scurve_sample(self.profile, (t - self.t_start[0])[..., None])
+            first = jax.tree_util.tree_map(lambda x: x[0], self.profile)
+            st = scurve_sample(first, (t - self.t_start[0])[..., None])
             return MotionSample(self.q_start[0] + st.p, st.v, st.a, st.j)
         k = _segment_index(self.t_start, t)
         local = (t - self.t_start[k])[..., None]
