@@ -19,6 +19,7 @@ SUBCOMMAND_MODULES = (
     "caliper_jax.cli_control",
     "doctors.asset.cli",
     "caliper_jax.dataset.cli",
+    "mjx_backend.cli",
 )
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from caliper_jax.errors import ModelError
 from caliper_jax.io.description import Body, Frame, Geom, RobotDescription
-from caliper_jax.io.rotations import quat_matrix
+from caliper_jax.io.rotations import quat_to_mat as quat_matrix
 
 _TYPES = {0: "free", 1: "ball", 2: "prismatic", 3: "revolute"}
 _GEOMS = {2: "sphere", 3: "capsule", 5: "cylinder", 6: "box", 7: "mesh"}

@@ -1,0 +1,356 @@
+"""Model -> MJCF, host-side string work (no MuJoCo needed to generate).
+
+What is written:
+- the kinematic tree: one MuJoCo body per moving joint, placed at the joint frame (our body
+  frame), with a hinge / slide / ball / free joint at its origin; mimic joints become joint
+  equalities (``polycoef = offset, multiplier``);
+- inertials about the COM in the body frame (``fullinertia``); the compiler never infers mass
+  from geometry (``inertiafromgeom="false"``);
+- collision geoms: primitives, and meshes as mesh assets (STL/OBJ/MSH by file path; other formats
+  inlined as the vertices of their convex hull, which is what MuJoCo collides with anyway);
+- joint damping, armature, Coulomb friction (``frictionloss``), position limits and the effort
+  limit (``actuatorfrcrange``) from the Model;
+- actuators chosen at build time: torque ``motor`` (ctrlrange = effort), ``position`` servos
+  (kp, kv) or ``velocity`` servos (kv) on every independent 1-dof joint -- never mixed, since a
+  servo applies force on every step and cannot coexist with torque injection;
+- an optional ground plane, props (free bodies), contact materials, a disabled weld equality
+  per prop for grasping, the model's frames as sites, and the solver options;
+- one noiseless ``jointactuatorfrc`` sensor per actuated joint (the effort applied at the joint,
+  which ``mujoco.rollout`` returns with every step).
+
+Every MuJoCo joint and actuator is named after our joint, so addressing after compilation is
+resolved by name (:mod:`mjx_backend.layout`), never by assuming index order.
+"""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from caliper_jax.errors import CaliperError
+from caliper_jax.io.rotations import mat_to_quat
+from caliper_jax.model import Model
+from mjx_backend.materials import Material, resolve_material
+from mjx_backend.options import SimOptions, as_options
+from mjx_backend.scene import Prop, as_props
+
+ACTUATORS = ("motor", "position", "velocity", "none")
+MUJOCO_MESH_SUFFIXES = (".stl", ".obj", ".msh")
+_JOINT_TAG = {"revolute": "hinge", "prismatic": "slide", "ball": "ball"}
+
+
+@dataclass(frozen=True)
+class Mjcf:
+    """A generated document and the names it uses."""
+
+    xml: str
+    robot: str
+    body_names: tuple        # MuJoCo body name of each of our bodies
+    joint_names: tuple       # MuJoCo joint name of each of our bodies (= our body names)
+    actuated: tuple          # joints carrying an actuator, in actuator (ctrl) order
+    actuators: str
+    props: tuple             # Prop
+    welds: tuple             # (prop name, weld equality name)
+    weld_body: str | None    # MuJoCo body the welds attach props to
+    ground: float | None
+    options: SimOptions
+    notes: tuple             # what could not be exported, one line each
+
+    def save(self, path) -> Path:
+        path = Path(path)
+        path.write_text(self.xml)
+        return path
+
+
+def _f(x) -> str:
+    """Shortest text that reads back as the same number in the value's own precision (a float32
+    leaf 0.15 is written 0.15, not 0.15000000596046448)."""
+    if isinstance(x, (np.floating, np.ndarray)) and np.asarray(x).dtype == np.float32:
+        return np.format_float_positional(np.float32(x), unique=True, trim="-") if abs(float(x)) < 1e16 \
+            else repr(float(x))
+    return repr(float(x))
+
+
+def _v(values) -> str:
+    arr = np.asarray(values)
+    if arr.dtype != np.float32:
+        arr = arr.astype(np.float64)
+    return " ".join(_f(x) for x in arr.ravel())
+
+
+def _pose(el: ET.Element, R, p) -> None:
+    p, R = np.asarray(p), np.asarray(R)
+    if np.any(p != 0):
+        el.set("pos", _v(p))
+    if not np.array_equal(R, np.eye(3)):
+        el.set("quat", _v(mat_to_quat(R).astype(R.dtype)))
+
+
+def _per_joint(value, joints, what) -> dict:
+    """A scalar, a sequence in joint order, or a {joint: value} mapping -> {joint: float}."""
+    if isinstance(value, dict):
+        unknown = set(value) - set(joints)
+        if unknown:
+            raise CaliperError(f"{what}: unknown joint(s) {', '.join(sorted(unknown))}")
+        return {j: float(value.get(j, 0.0)) for j in joints}
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim == 0:
+        return {j: float(arr) for j in joints}
+    if arr.shape != (len(joints),):
+        raise CaliperError(f"{what}: expected a scalar or {len(joints)} values (one per actuated joint)")
+    return dict(zip(joints, map(float, arr), strict=True))
+
+
+def _mesh_attributes(geom) -> tuple[dict | None, str | None]:
+    """MJCF <mesh> attributes for a mesh geom, or (None, why it is skipped)."""
+    if geom.mesh is None:
+        return None, f"{geom.link}: mesh {geom.mesh_uri or '?'} could not be resolved"
+    path = Path(geom.mesh)
+    scale = {"scale": _v(geom.size)} if tuple(geom.size) != (1.0, 1.0, 1.0) else {}
+    if path.suffix.lower() in MUJOCO_MESH_SUFFIXES:
+        return {"file": str(path.resolve()), "inertia": "convex", **scale}, None
+    try:
+        import trimesh
+
+        loaded = trimesh.load(str(path), force="mesh")
+        hull = loaded.convex_hull.vertices
+    except Exception as exc:  # an unreadable mesh is a note, not a failed build
+        return None, f"{geom.link}: mesh {path.name} could not be converted ({type(exc).__name__}: {exc})"
+    return {"vertex": _v(hull), "inertia": "convex", **scale}, None
+
+
+def _unique(name: str, taken: set) -> str:
+    out, k = name, 1
+    while out in taken:
+        out, k = f"{name}_{k}", k + 1
+    taken.add(out)
+    return out
+
+
+def _body_names(model: Model) -> tuple:
+    """MuJoCo body names: the child link when a link frame sits at a body's origin, else the
+    joint name."""
+    taken = {"world"}
+    out = []
+    for i, jname in enumerate(model.body_names):
+        link = None
+        for k, (fb, kind) in enumerate(zip(model.frame_body, model.frame_kind, strict=True)):
+            if fb == i and kind == "link" and np.allclose(model.frame_R[k], np.eye(3)) and \
+                    np.allclose(model.frame_p[k], 0.0):
+                link = model.frame_names[k]
+                break
+        out.append(_unique(link or jname, taken))
+    return tuple(out)
+
+
+def _set_material(el: ET.Element, material: Material | None) -> None:
+    if material is not None:
+        for key, value in material.attributes().items():
+            el.set(key, value)
+
+
+def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, ground: float | None = None,
+                  props=(), material=None, ground_material=None, options=None, visual: bool = False,
+                  meshes: bool = True, weld_body: str | None = None) -> Mjcf:
+    """Generate the MJCF of ``model`` in a scene.
+
+    ``actuators``: "motor" | "position" | "velocity" | "none". ``kp``/``kv``: servo gains (scalar,
+    per actuated joint, or {joint: gain}). ``ground``: height of a ground plane, None for none.
+    ``material``: robot (and default ground) contact material, a preset name or a mapping; None
+    keeps MuJoCo's defaults. ``weld_body``: our joint name or "auto" (the detected gripper) to
+    add one inactive weld per prop for grasping. ``visual``: also export visual geoms (no contact).
+    """
+    if actuators not in ACTUATORS:
+        raise CaliperError(f"actuators={actuators!r}: expected one of {', '.join(ACTUATORS)}")
+    opts = as_options(options)
+    props = as_props(props)
+    robot_mat = resolve_material(material)
+    ground_mat = resolve_material(ground_material) if ground_material is not None else robot_mat
+    if ground is not None and not np.isfinite(ground):
+        raise CaliperError(f"ground height must be finite, got {ground}")
+    body_names = _body_names(model)
+    taken_bodies = set(body_names) | {"world"}
+    for p in props:
+        if p.name in taken_bodies:
+            raise CaliperError(f"prop name {p.name!r} collides with a robot body name")
+        taken_bodies.add(p.name)
+    weld_mj = None
+    if weld_body is not None and props:
+        if weld_body == "auto":
+            from mjx_backend.grasp import detect_gripper
+
+            weld_body = detect_gripper(model).joint
+        weld_mj = body_names[model.body_id(weld_body)] if weld_body in model.body_names else weld_body
+        if weld_mj not in body_names:
+            raise CaliperError(f"weld_body {weld_body!r} is neither a joint nor a body of {model.name!r}")
+
+    root = ET.Element("mujoco", model=model.name or "robot")
+    ET.SubElement(root, "compiler", angle="radian", autolimits="true", inertiafromgeom="false")
+    option = ET.SubElement(root, "option", gravity=_v(model.gravity), **opts.option_attributes())
+    if not opts.contact:
+        ET.SubElement(option, "flag", contact="disable")
+    size = {k: str(getattr(opts, k)) for k in ("nconmax", "njmax") if getattr(opts, k) is not None}
+    if size:
+        ET.SubElement(root, "size", **size)
+    asset = ET.SubElement(root, "asset")
+    world = ET.SubElement(root, "worldbody")
+    notes: list[str] = []
+
+    if ground is not None:
+        g = ET.SubElement(world, "geom", name="ground", type="plane", size="0 0 1", pos=f"0 0 {_f(ground)}",
+                          rgba="0.6 0.6 0.6 1")
+        _set_material(g, ground_mat)
+
+    # ---- robot bodies ------------------------------------------------------------------------
+    # leaves keep their dtype so numbers are written in their own precision
+    mass, com, inertia = (np.asarray(x) for x in (model.body_mass, model.body_com, model.body_inertia))
+    jR, jp, axis = (np.asarray(x) for x in (model.jnt_R, model.jnt_p, model.jnt_axis))
+    lower, upper = np.asarray(model.qpos_lower), np.asarray(model.qpos_upper)
+    damping, armature = np.asarray(model.dof_damping), np.asarray(model.dof_armature)
+    friction, effort = np.asarray(model.dof_friction), np.asarray(model.dof_effort_limit)
+    elements: dict[int, ET.Element] = {-1: world}
+    actuated: list[str] = []
+    equality = ET.Element("equality")
+    for i, (jname, jtype) in enumerate(zip(model.body_names, model.jnt_type, strict=True)):
+        parent = model.body_parent[i]
+        body = ET.SubElement(elements[parent], "body", name=body_names[i])
+        _pose(body, jR[i], jp[i])
+        elements[i] = body
+        if jtype == "free":
+            if parent != -1:
+                raise CaliperError(f"{model.name}: free joint {jname!r} must hang off the world in MuJoCo")
+            ET.SubElement(body, "freejoint", name=jname)
+        else:
+            joint = ET.SubElement(body, "joint", name=jname, type=_JOINT_TAG[jtype])
+            mimic = model.vfull_mimic[model.body_vadr[i]]
+            if jtype != "ball":
+                joint.set("axis", _v(axis[i]))
+            if mimic >= 0:
+                src = _mimic_source(model, i)
+                poly = f"{_f(model.mimic_offset[mimic])} {_f(model.mimic_multiplier[mimic])} 0 0 0"
+                ET.SubElement(equality, "joint", name=f"mimic_{jname}", joint1=jname, joint2=src,
+                              polycoef=poly)
+            else:
+                qa = model.qfull_src[model.body_qadr[i]]
+                va = model.vfull_src[model.body_vadr[i]]
+                if jtype != "ball" and np.isfinite(lower[qa]) and np.isfinite(upper[qa]):
+                    joint.set("range", f"{_f(lower[qa])} {_f(upper[qa])}")
+                nv = 3 if jtype == "ball" else 1
+                for attr, values in (("damping", damping), ("armature", armature),
+                                     ("frictionloss", friction)):
+                    value = values[va] if nv == 1 else np.mean(values[va:va + nv])
+                    if value != 0.0:
+                        joint.set(attr, _f(value))
+                if jtype != "ball" and np.isfinite(effort[va]):
+                    joint.set("actuatorfrcrange", f"{_f(-effort[va])} {_f(effort[va])}")
+                if jtype != "ball" and actuators != "none":
+                    actuated.append(jname)
+        if mass[i] > 0 or np.any(inertia[i]):
+            I = inertia[i]
+            ET.SubElement(body, "inertial", pos=_v(com[i]), mass=_f(mass[i]),
+                          fullinertia=_v([I[0, 0], I[1, 1], I[2, 2], I[0, 1], I[0, 2], I[1, 2]]))
+
+    # ---- geoms -------------------------------------------------------------------------------
+    mesh_names: dict[tuple, str] = {}
+    counts: dict[str, int] = {}
+    for geom in model.geoms:
+        if geom.role != "collision" and not visual:
+            continue
+        parent_el = elements[geom.body]
+        k = counts[geom.link] = counts.get(geom.link, -1) + 1
+        attrs = {"name": f"{geom.link}_{geom.role}{k}", "type": geom.kind}
+        if geom.kind == "mesh":
+            if not meshes:
+                notes.append(f"{geom.link}: mesh collider skipped (meshes=False)")
+                continue
+            key = (geom.mesh, tuple(geom.size))
+            if key not in mesh_names:
+                mesh_attrs, why = _mesh_attributes(geom)
+                if mesh_attrs is None:
+                    notes.append(why)
+                    continue
+                mesh_names[key] = f"mesh{len(mesh_names)}_{Path(geom.mesh).stem}"
+                ET.SubElement(asset, "mesh", name=mesh_names[key], **mesh_attrs)
+            attrs["mesh"] = mesh_names[key]
+        else:
+            attrs["size"] = _v(geom.size)
+        el = ET.SubElement(parent_el, "geom", **attrs)
+        _pose(el, geom.R, geom.p)
+        if geom.role != "collision":
+            el.set("contype", "0")
+            el.set("conaffinity", "0")
+            el.set("group", "2")
+        else:
+            _set_material(el, robot_mat)
+
+    # ---- frames as sites ---------------------------------------------------------------------
+    for k, name in enumerate(model.frame_names):
+        if model.frame_kind[k] == "joint":
+            continue
+        site = ET.SubElement(elements[model.frame_body[k]], "site", name=name, size="0.005", group="4")
+        _pose(site, model.frame_R[k], model.frame_p[k])
+
+    # ---- props ---------------------------------------------------------------------------------
+    welds = []
+    for prop in props:
+        pb = ET.SubElement(world, "body", name=prop.name, pos=_v(prop.pos), quat=_v(prop.quat))
+        ET.SubElement(pb, "freejoint", name=f"{prop.name}_free")
+        ET.SubElement(pb, "inertial", pos="0 0 0", mass=_f(prop.mass), diaginertia=_v(prop.inertia()))
+        g = ET.SubElement(pb, "geom", name=prop.name, type=prop.kind, size=_v(prop.size), rgba=_v(prop.rgba))
+        _set_material(g, prop.material)
+        if weld_mj is not None:
+            eq = f"grasp_{prop.name}"
+            ET.SubElement(equality, "weld", name=eq, body1=weld_mj, body2=prop.name, active="false")
+            welds.append((prop.name, eq))
+    if len(equality):
+        root.append(equality)
+
+    # ---- actuators -----------------------------------------------------------------------------
+    if actuated:
+        act = ET.SubElement(root, "actuator")
+        kps = _per_joint(kp, actuated, "kp")
+        kvs = _per_joint(kv, actuated, "kv")
+        for jname in actuated:
+            va = model.vfull_src[model.body_vadr[model.body_id(jname)]]
+            if actuators == "motor":
+                el = ET.SubElement(act, "motor", name=jname, joint=jname)
+                if np.isfinite(effort[va]):
+                    el.set("ctrlrange", f"{_f(-effort[va])} {_f(effort[va])}")
+            elif actuators == "position":
+                el = ET.SubElement(act, "position", name=jname, joint=jname, kp=_f(kps[jname]))
+                if kvs[jname]:
+                    el.set("kv", _f(kvs[jname]))
+                qa = model.qfull_src[model.body_qadr[model.body_id(jname)]]
+                if np.isfinite(lower[qa]) and np.isfinite(upper[qa]):
+                    el.set("ctrlrange", f"{_f(lower[qa])} {_f(upper[qa])}")
+            else:
+                ET.SubElement(act, "velocity", name=jname, joint=jname, kv=_f(kvs[jname]))
+        sensor = ET.SubElement(root, "sensor")   # exact applied effort, readable from rollouts too
+        for jname in actuated:
+            ET.SubElement(sensor, "jointactuatorfrc", name=f"effort_{jname}", joint=jname)
+    if not len(asset):
+        root.remove(asset)
+    ET.indent(root)
+    return Mjcf(ET.tostring(root, encoding="unicode"), model.name, body_names, tuple(model.body_names),
+                tuple(actuated), actuators, props, tuple(welds), weld_mj, ground, opts, tuple(notes))
+
+
+def _mimic_source(model: Model, i: int) -> str:
+    """The joint a mimic body follows: the independent joint owning its source coordinate."""
+    src_q = model.qfull_src[model.body_qadr[i]]
+    for k, name in enumerate(model.body_names):
+        if model.vfull_mimic[model.body_vadr[k]] < 0 and model.qfull_src[model.body_qadr[k]] == src_q:
+            return name
+    raise CaliperError(f"{model.name}: mimic joint {model.body_names[i]!r} has no source joint")
+
+
+def save_mjcf(model: Model, path, **kwargs) -> Mjcf:
+    """Generate the MJCF (see :func:`model_to_mjcf`) and write it to ``path`` for debugging."""
+    doc = model_to_mjcf(model, **kwargs)
+    doc.save(path)
+    return doc
+
+
+__all__ = ["ACTUATORS", "Mjcf", "Prop", "model_to_mjcf", "save_mjcf"]
