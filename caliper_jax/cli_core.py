@@ -129,6 +129,12 @@ def cmd_sim(args) -> int:
     from caliper_jax import api
     from caliper_jax.cli import emit
 
+    if args.contact:  # MuJoCo contact simulation (mjx_backend), same report contract
+        from mjx_backend.cli import run_contact_sim
+
+        report, text = run_contact_sim(args)
+        emit(args, report, text)
+        return 0
     model = _load(args)
     q0 = _configuration(model, args.q0, "--q0")
     if args.damping is not None:
@@ -206,4 +212,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dt", type=float, default=1e-3, help="time step (default 1e-3)")
     p.add_argument("--damping", type=float, default=None, help="override every joint's damping")
     p.add_argument("--integrator", default="rk4", help="euler | rk4 | implicit (default rk4)")
+    p.add_argument("--contact", action="store_true", help="simulate with contacts in MuJoCo")
+    from mjx_backend.cli import add_contact_flags
+
+    add_contact_flags(p)
     p.set_defaults(func=cmd_sim)

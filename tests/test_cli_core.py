@@ -66,3 +66,11 @@ def test_console_script_bad_file_has_no_traceback(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert "broken.urdf" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_sim_contact_rests_on_the_ground(capsys):
+    code, out, _ = run(capsys, "sim", "collide_arm", "--contact", "--ground", "-0.2", "--q0", "1.5 0 0",
+                       "--duration", "1", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["contacts"] > 0
+    assert max(abs(x) for x in report["v_final"]) < 1e-3  # at rest on the plane
