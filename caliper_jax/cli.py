@@ -17,6 +17,7 @@ import sys
 SUBCOMMAND_MODULES = (
     "caliper_jax.cli_core",
     "caliper_jax.cli_control",
+    "caliper_jax.cli_ik",
     "doctors.asset.cli",
     "caliper_jax.dataset.cli",
     "mjx_backend.cli",

@@ -1,0 +1,27 @@
+"""Inverse kinematics and singularity analysis.
+
+``numerical``  damped least squares / Levenberg-Marquardt IK, batched, jittable, with restarts,
+               joint locking and hard limits (pure JAX, one target per call).
+``analytic``   closed-form 6R IK for UR-type arms (all 8 branches).
+``singularity`` singular values, manipulability, condition number, ellipsoid, nullspace, escape
+               direction of a frame Jacobian.
+``poses``      the one pose layout (4x4 row-major T_world_frame) and its validation.
+``api``        NumPy-in/out faces: ``ik``, ``ik_position``, ``analytic_ik``, ``analyze``.
+"""
+from caliper_jax.ik.api import (
+    AnalyticSolution,
+    IKSolution,
+    analytic_ik,
+    analyze,
+    default_frame,
+    default_seed,
+    ik,
+    ik_position,
+)
+from caliper_jax.ik.numerical import IKOptions, IKResult, solve, solve_batch
+from caliper_jax.ik.poses import LAYOUT, as_poses, parse_pose_text
+
+__all__ = [
+    "AnalyticSolution", "IKSolution", "analytic_ik", "analyze", "default_frame", "default_seed", "ik",
+    "ik_position", "IKOptions", "IKResult", "solve", "solve_batch", "LAYOUT", "as_poses", "parse_pose_text",
+]
