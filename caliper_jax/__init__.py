@@ -32,6 +32,8 @@ _export(".integrators", "step", "simulate")
 _export(".control", "ControlLoop", "ControlParams", "SafetyParams", "Setpoint", "control_params",
         "safety_params", "computed_torque")
 _export(".backend.native", "NativeBackend")
+_export(".ik", "ik", "ik_position", "analytic_ik", "analyze", "IKOptions", "IKSolution")
+_export(".calibration", "calibrate_joint_offsets", "calibrate_kinematics", "identify_dynamics")
 
 
 def __getattr__(name: str):
