@@ -4,18 +4,39 @@ loop and its threaded rneaInParallel / abaInParallel on the same cores) and MJX 
 forward with contacts disabled.
 
     python benchmarks/bench_core.py [--robot panda] [--batches 1 64 1024 4096] [--no-mjx]
+                                    [--host-devices 2]
 
 Figures are configurations per second (higher is better). Results: benchmarks/README.md.
+``--host-devices N`` splits the CPU into N XLA devices and shards the batch over them (one jitted
+call, N cores busy -- XLA's CPU backend otherwise runs these small fused kernels on one core);
+Pinocchio's parallel figures use the same number of threads.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+
+def _host_devices(argv) -> int:
+    """--host-devices must reach XLA before JAX starts, so it is read ahead of argparse."""
+    for i, arg in enumerate(argv):
+        if arg == "--host-devices" and i + 1 < len(argv):
+            return int(argv[i + 1])
+        if arg.startswith("--host-devices="):
+            return int(arg.split("=", 1)[1])
+    return 1
+
+
+if _host_devices(sys.argv) > 1:
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               f" --xla_force_host_platform_device_count={_host_devices(sys.argv)}")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)  # float64 is benchmarked too; float32 stays float32
 
@@ -43,6 +64,14 @@ def timed(fn, *args, min_time=0.3):
     return (time.perf_counter() - start) / n
 
 
+def _shard(x):
+    """Split the leading (batch) axis over every local device when it divides evenly."""
+    devices = jax.local_devices()
+    if len(devices) == 1 or x.shape[0] % len(devices):
+        return x
+    return jax.device_put(x, NamedSharding(Mesh(devices, ("batch",)), PartitionSpec("batch")))
+
+
 def ours(model, batches, dtypes, ops):
     rows = []
     for dtype in dtypes:
@@ -51,7 +80,8 @@ def ours(model, batches, dtypes, ops):
             for B in batches:
                 keys = jax.random.split(jax.random.PRNGKey(0), B)
                 qs = jax.vmap(configuration.random_configuration, in_axes=(None, 0))(m, keys)
-                vs = jnp.ones((B, m.nv), dtype)
+                vs = _shard(jnp.ones((B, m.nv), dtype))
+                qs = _shard(qs)
                 f = jax.jit(jax.vmap(op, in_axes=(None, 0, 0)))
                 t0 = time.perf_counter()
                 compiled = f.lower(m, qs, vs).compile()
@@ -137,13 +167,15 @@ def main():
     parser.add_argument("--ops", nargs="+", default=list(OPS))
     parser.add_argument("--no-mjx", action="store_true")
     parser.add_argument("--mjx-batch", type=int, default=64)
+    parser.add_argument("--host-devices", type=int, default=1,
+                        help="XLA CPU devices to shard the batch over (read before JAX starts)")
     args = parser.parse_args()
     import robots
 
     path = robots.resolve(args.robot)
     model = load(args.robot, mimic=False)  # Pinocchio's default: mimic joints independent
     print(f"{args.robot}: nq={model.nq}, {model.nbody} bodies, {model.nframe} frames; jax {jax.__version__} "
-          f"on {jax.default_backend()} ({os.cpu_count()} cores)")
+          f"on {jax.default_backend()} ({os.cpu_count()} cores, {len(jax.local_devices())} XLA devices)")
     print("caliper_jax (vmap + jit):")
     ours(model, args.batches, [getattr(jnp, d) for d in args.dtypes], {k: OPS[k] for k in args.ops})
     print("Pinocchio (float64):")

@@ -73,18 +73,17 @@ def joint_placements(model: Model, q_full):
 
 
 def compose_world(model: Model, R_local, p_local):
-    """World placement of every body from the local ones, walking the tree once."""
-    Rw, pw = [], []
+    """World placement of every body from the local ones, walking the tree once.
+
+    Each body is written into the output in place (a dynamic-update-slice): building the result
+    with ``stack`` instead lets XLA's CPU backend fuse the whole chain into one concatenate and
+    recompute it per element (1.7x slower on panda)."""
+    Rw, pw = R_local, p_local
     for i, parent in enumerate(model.body_parent):
-        if parent < 0:
-            Rw.append(R_local[i])
-            pw.append(p_local[i])
-        else:
-            Rw.append(mm(Rw[parent], R_local[i]))
-            pw.append(pw[parent] + mv(Rw[parent], p_local[i]))
-    if not Rw:
-        return jnp.zeros((0, 3, 3), model.dtype), jnp.zeros((0, 3), model.dtype)
-    return jnp.stack(Rw), jnp.stack(pw)
+        if parent >= 0:
+            Rw = Rw.at[i].set(mm(Rw[parent], R_local[i]))
+            pw = pw.at[i].set(pw[parent] + mv(Rw[parent], p_local[i]))
+    return Rw, pw
 
 
 def body_poses(model: Model, q):
