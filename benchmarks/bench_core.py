@@ -49,6 +49,7 @@ OPS = {
     "rnea": (lambda m, q, v: dynamics.rnea(m, q, v, v)),
     "crba": (lambda m, q, v: dynamics.crba(m, q)),
     "aba": (lambda m, q, v: dynamics.aba(m, q, v, v)),
+    "fd_cholesky": (lambda m, q, v: dynamics.forward_dynamics_cholesky(m, q, v, v)),
 }
 
 

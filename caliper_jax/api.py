@@ -78,7 +78,7 @@ def mass_matrix(model: Model, q) -> np.ndarray:
 def forward_dynamics(model: Model, q, v, tau) -> np.ndarray:
     arrays = [_as_array(model, q, model.nq, "q"), _as_array(model, v, model.nv, "v"),
               _as_array(model, tau, model.nv, "tau")]
-    return _run(dynamics.aba, model, arrays)
+    return _run(dynamics.forward_dynamics, model, arrays)
 
 
 def gravity_torques(model: Model, q) -> np.ndarray:

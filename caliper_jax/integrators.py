@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from caliper_jax.configuration import integrate_pos
-from caliper_jax.dynamics import aba, bias_forces, crba
+from caliper_jax.dynamics import bias_forces, crba, forward_dynamics
 from caliper_jax.errors import CaliperError
 from caliper_jax.model import Model
 
@@ -20,7 +20,7 @@ INTEGRATORS = ("euler", "rk4", "implicit")
 def acceleration(model: Model, q, v, tau, damping=None, gravity=None):
     """qdd with viscous damping ``-D v`` (D = model.dof_damping unless given)."""
     d = model.dof_damping if damping is None else damping
-    return aba(model, q, v, tau - d * v, gravity=gravity)
+    return forward_dynamics(model, q, v, tau - d * v, gravity=gravity)
 
 
 def step(model: Model, q, v, tau, dt, integrator: str = "euler", damping=None, gravity=None):
