@@ -33,6 +33,8 @@ _export(".control", "ControlLoop", "ControlParams", "SafetyParams", "Setpoint", 
         "safety_params", "computed_torque")
 _export(".backend.native", "NativeBackend")
 _export(".ik", "ik", "ik_position", "analytic_ik", "analyze", "IKOptions", "IKSolution")
+_export(".motion", "MotionLimits", "CartesianLimits", "move_j", "move_l", "move_c", "retime_waypoints",
+        "topp", "topp_ra_spline", "topp_torque", "path_metrics", "lint_model_path")
 _export(".calibration", "calibrate_joint_offsets", "calibrate_kinematics", "identify_dynamics")
 
 

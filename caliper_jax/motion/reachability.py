@@ -78,6 +78,24 @@ def stack_constraints(*groups: PathConstraints) -> PathConstraints:
     return PathConstraints(*(jnp.concatenate(parts, axis=-1) for parts in zip(*groups, strict=True)))
 
 
+def interpolate_constraints(gridpoints, constraints: PathConstraints) -> PathConstraints:
+    """First-order interpolation of the rows (toppra's "Interpolation" discretisation).
+
+    Collocation imposes each row at its grid point only; inside interval i the path keeps
+    ``sdd = u_i`` while ``sd^2`` grows linearly, so a row can be violated just before s_{i+1}
+    (most where u switches sign, as in bang-bang profiles). Here interval i also gets the rows of
+    point i + 1 evaluated with (x_i + 2 ds_i u_i, u_i):
+    ``(a_{i+1} + 2 ds_i b_{i+1}) u_i + b_{i+1} x_i + c_{i+1}``. Rows double; the last grid
+    point repeats its own rows (the solver does not use them)."""
+    s = jnp.asarray(gridpoints)
+    a, b, c, lo, hi = (jnp.asarray(z, s.dtype) for z in constraints)
+    ds = (s[1:] - s[:-1])[:, None]
+    nxt = lambda z: jnp.concatenate([z[1:], z[-1:]], axis=0)
+    a_next = jnp.concatenate([a[1:] + 2.0 * ds * b[1:], a[-1:]], axis=0)
+    return PathConstraints(*(jnp.concatenate(pair, axis=-1) for pair in
+                             ((a, a_next), (b, nxt(b)), (c, nxt(c)), (lo, nxt(lo)), (hi, nxt(hi)))))
+
+
 def _tiny(dtype) -> float:
     return 64.0 * float(jnp.finfo(dtype).eps)
 

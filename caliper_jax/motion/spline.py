@@ -39,11 +39,15 @@ class PathSamples(NamedTuple):
     qss: Array
 
 
-def cubic_spline(waypoints, knots=None, bc: str = "natural", start_slope=None, end_slope=None) -> CubicSpline:
+def cubic_spline(waypoints, knots=None, bc: str = "natural", start_slope=None, end_slope=None,
+                 valid=None) -> CubicSpline:
     """Interpolating C2 cubic spline through ``waypoints`` (K >= 2, ndof).
 
     ``knots`` default to ``linspace(0, 1, K)`` and must increase strictly. ``bc`` is "natural" or
     "clamped"; a clamped spline takes ``start_slope``/``end_slope`` (dq/ds, default zero).
+    ``valid`` (an integer, may be traced; default K) uses only the first ``valid`` waypoints and
+    knots -- the rest is padding, so callers can bucket sizes to bound recompiles; the first
+    ``valid - 1`` pieces are exactly those of the unpadded spline, the others are meaningless.
     """
     y = _float(waypoints)
     if y.ndim != 2 or y.shape[0] < 2:
@@ -79,12 +83,37 @@ def cubic_spline(waypoints, knots=None, bc: str = "natural", start_slope=None, e
             rhs_mid,
             (6.0 * (yb - slope[-1]))[None],
         ])
+    if valid is not None:
+        d, dl, du, rhs = _truncate(valid, h, slope, d, dl, du, rhs, bc, end_slope, y)
     m = tridiagonal_solve(dl, d, du, rhs)
     c0 = y[:-1]
     c1 = slope - h[:, None] * (2.0 * m[:-1] + m[1:]) / 6.0
     c2 = 0.5 * m[:-1]
     c3 = (m[1:] - m[:-1]) / (6.0 * h[:, None])
     return CubicSpline(s, jnp.stack([c0, c1, c2, c3], axis=1))
+
+
+def _truncate(valid, h, slope, d, dl, du, rhs, bc, end_slope, y):
+    """The tridiagonal system of the first ``valid`` points: their last row becomes the end
+    condition, every later row the identity with a zero right-hand side."""
+    n = d.shape[0]
+    idx = jnp.arange(n)
+    last = jnp.asarray(valid) - 1
+    end = idx == last
+    after = idx > last
+    h_prev = jnp.concatenate([h[:1], h])                 # h_{i-1} for row i (row 0 unused)
+    slope_prev = jnp.concatenate([slope[:1], slope])     # slope_{i-1}
+    if bc == "natural":
+        d = jnp.where(end | after, 1.0, d)
+        dl = jnp.where(end | after, 0.0, dl)
+        rhs = jnp.where((end | after)[:, None], 0.0, rhs)
+    else:
+        yb = jnp.zeros_like(y[0]) if end_slope is None else _float(end_slope).astype(y.dtype)
+        d = jnp.where(end, 2.0 * h_prev, jnp.where(after, 1.0, d))
+        dl = jnp.where(after, 0.0, dl)
+        rhs = jnp.where(end[:, None], 6.0 * (yb - slope_prev), jnp.where(after[:, None], 0.0, rhs))
+    du = jnp.where(end | after, 0.0, du)
+    return d, dl, du, rhs
 
 
 def spline_eval(spline: CubicSpline, s) -> PathSamples:

@@ -70,16 +70,28 @@ def _sample_padded(traj, times):
     return s.q, s.qd, s.qdd
 
 
-def uniform_rows(traj, dt: float) -> SampledRows:
-    """Rows every ``dt`` seconds from 0, the last row at the duration. A host-level entry point
-    (the row count depends on the duration), so not for ``jit``; use ``grid`` there. It samples
-    through one jitted call, padding the time vector to a power of two to bound recompiles."""
-    times = uniform_times(float(traj.duration), dt)
+def _rows_at(traj, times: np.ndarray) -> SampledRows:
     n = times.shape[0]
     padded = np.full((1 << max(n - 1, 1).bit_length(),), times[-1])
     padded[:n] = times
     q, qd, qdd = _sample_padded(traj, jnp.asarray(padded, dtype=traj.t_start.dtype))
     return SampledRows(jnp.asarray(times, dtype=traj.t_start.dtype), q[:n], qd[:n], qdd[:n])
+
+
+def uniform_rows(traj, dt: float) -> SampledRows:
+    """Rows every ``dt`` seconds from 0, the last row at the duration. A host-level entry point
+    (the row count depends on the duration), so not for ``jit``; use ``grid`` there. It samples
+    through one jitted call, padding the time vector to a power of two to bound recompiles."""
+    return _rows_at(traj, uniform_times(float(traj.duration), dt))
+
+
+def sample_at(traj, times) -> SampledRows:
+    """NumPy rows (times, q, qd, qdd) of any trajectory value at host ``times`` (n >= 1,), through
+    the same padded jitted call as ``sample_uniform``."""
+    t = np.asarray(times, dtype=np.float64).reshape(-1)
+    if t.shape[0] < 1 or not np.all(np.isfinite(t)):
+        raise CaliperError(f"times: expected at least one finite time, got shape {t.shape}")
+    return SampledRows(*(np.asarray(x, dtype=np.float64) for x in _rows_at(traj, t)))
 
 
 class Trajectory(NamedTuple):

@@ -94,11 +94,13 @@ def format_report(report: PathReport, findings=()) -> str:
     if report.sigma_min is not None:
         s = report.sigma_min
         lines.append(f"sigma_min       : min {s.min:.4g} @ t={s.time_of_min:.3f}s   mean {s.mean:.4g}")
-    lines.append(f"{'joint':<16} {'limit-margin':>12} {'vel-util':>9} {'acc-util':>9}")
-    for j in range(report.limit_margin.shape[0]):
-        name = report.joint_names[j] if j < len(report.joint_names) else str(j)
-        lines.append(f"{name:<16} {report.limit_margin[j]:>12.4g} {report.velocity_utilisation[j]:>9.3f} "
-                     f"{report.acceleration_utilisation[j]:>9.3f}")
+    names = [report.joint_names[j] if j < len(report.joint_names) else str(j)
+             for j in range(report.limit_margin.shape[0])]
+    width = max([16] + [len(n) for n in names])
+    lines.append(f"{'joint':<{width}} {'limit-margin':>12} {'vel-util':>9} {'acc-util':>9}")
+    for j, name in enumerate(names):
+        lines.append(f"{name:<{width}} {report.limit_margin[j]:>12.4g} "
+                     f"{report.velocity_utilisation[j]:>9.3f} {report.acceleration_utilisation[j]:>9.3f}")
     errors = sum(f.severity == "Error" for f in findings)
     warnings = sum(f.severity == "Warning" for f in findings)
     lines.append("")
