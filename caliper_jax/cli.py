@@ -18,6 +18,7 @@ SUBCOMMAND_MODULES = (
     "caliper_jax.cli_core",
     "caliper_jax.cli_control",
     "caliper_jax.cli_ik",
+    "caliper_jax.cli_plan",
     "caliper_jax.cli_motion",
     "doctors.asset.cli",
     "caliper_jax.dataset.cli",

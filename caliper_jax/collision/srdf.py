@@ -1,0 +1,37 @@
+"""Read the link pairs an SRDF disables for self-collision (``<disable_collisions>``). Host side."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from caliper_jax.errors import CaliperError
+
+
+def disabled_pairs_from_string(text: str, source: str = "<string>") -> list[tuple[str, str]]:
+    """Every ``<disable_collisions link1= link2=>`` pair, in file order."""
+    if "<!ENTITY" in text:
+        raise CaliperError(f"{source}: XML entity declarations are not accepted")
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise CaliperError(f"{source}: not well-formed XML ({exc})") from None
+    if root.tag != "robot":
+        raise CaliperError(f"{source}: root element is <{root.tag}>, expected <robot> (an SRDF)")
+    pairs = []
+    for el in root.iter("disable_collisions"):
+        a, b = el.get("link1"), el.get("link2")
+        if not a or not b:
+            raise CaliperError(f"{source}: <disable_collisions> needs link1= and link2=")
+        pairs.append((a, b))
+    return pairs
+
+
+def read_disabled_pairs(path) -> list[tuple[str, str]]:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CaliperError(f"{path}: no such SRDF file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CaliperError(f"{path}: cannot read ({exc})") from None
+    return disabled_pairs_from_string(text, str(path))

@@ -1,0 +1,37 @@
+"""Sampling-based joint-space planning: RRT-Connect (default), RRT*, PRM; shortcut smoothing;
+goal reachability; hand-off to the motion module's retiming. Validity checks are batched JAX calls
+(see :mod:`caliper_jax.planning.validity`); edges are checked at a sampling resolution."""
+from caliper_jax.planning.planner import PLANNERS, RETIMERS, PlanResult, plan, plan_trajectory
+from caliper_jax.planning.problems import ProblemSet, collide_arm_problems, panda_problems
+from caliper_jax.planning.reach import (
+    BLOCKED,
+    OUT_OF_REACH,
+    REACHABLE,
+    Reach,
+    classify_joint_goal,
+    classify_position_goal,
+)
+from caliper_jax.planning.sampling import Sampler
+from caliper_jax.planning.smoothing import path_length, shortcut
+from caliper_jax.planning.validity import Checker
+
+__all__ = [
+    "BLOCKED",
+    "Checker",
+    "OUT_OF_REACH",
+    "PLANNERS",
+    "PlanResult",
+    "ProblemSet",
+    "REACHABLE",
+    "RETIMERS",
+    "Reach",
+    "Sampler",
+    "classify_joint_goal",
+    "collide_arm_problems",
+    "classify_position_goal",
+    "panda_problems",
+    "path_length",
+    "plan",
+    "plan_trajectory",
+    "shortcut",
+]

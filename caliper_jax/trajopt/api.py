@@ -1,0 +1,114 @@
+"""NumPy-in, NumPy-out CHOMP over many problems and initialisations in one jitted call.
+
+Each problem is optimised from ``inits`` initial paths at once (``vmap`` over problems and over
+initialisations); candidates are then checked with the *exact* colliders at the edge resolution,
+cheapest first, and the cheapest collision-free one is returned.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from caliper_jax.collision import query
+from caliper_jax.collision.scene import CollisionModel, build_collision_model, build_sphere_model
+from caliper_jax.errors import CaliperError
+from caliper_jax.model import Model
+from caliper_jax.planning.sampling import as_key
+from caliper_jax.planning.validity import Checker
+from caliper_jax.trajopt.chomp import ChompOptions, initial_paths, optimize
+
+
+@partial(jax.jit, static_argnames=("opts",))
+def solve_batch(model, spheres, starts, goals, inits, opts: ChompOptions):
+    """vmap over problems (P) and initialisations (K): inits (P, K, n, nq) ->
+    (paths (P, K, n, nq), costs (P, K), traces (P, K, iterations))."""
+    one = lambda s, g, i: optimize(model, spheres, s, g, i, opts)
+    return jax.vmap(lambda s, g, ks: jax.vmap(lambda i: one(s, g, i))(ks))(starts, goals, inits)
+
+
+@partial(jax.jit, static_argnames=("count", "n"))
+def _initial_batch(starts, goals, key, lower, upper, scale, count: int, n: int):
+    """(P, count, n, nq) initial paths; problem ``p`` draws from ``fold_in(key, p)``, so its
+    initialisations do not depend on the rest of the batch."""
+    keys = jax.vmap(lambda p: jax.random.fold_in(key, p))(jnp.arange(starts.shape[0]))
+    one = lambda s, g, k: initial_paths(s, g, k, count, n, scale, lower, upper)
+    return jax.vmap(one)(starts, goals, keys)
+
+
+@dataclass
+class TrajoptResult:
+    paths: np.ndarray        # (P, n, nq) the chosen path per problem
+    costs: np.ndarray        # (P,) its CHOMP cost
+    success: np.ndarray      # (P,) collision-free (exact colliders, at the resolution)
+    chosen: np.ndarray       # (P,) which initialisation won (-1: none collision-free; cheapest kept)
+    initial_costs: np.ndarray  # (P,) cost of the straight line before optimisation
+    all_costs: np.ndarray    # (P, K)
+
+    def to_dict(self) -> dict:
+        return {"success": self.success.tolist(), "costs": self.costs.tolist(),
+                "chosen": self.chosen.tolist(), "initial_costs": self.initial_costs.tolist(),
+                "paths": self.paths.tolist()}
+
+
+def trajopt(model: Model, starts, goals, obstacles=(), *, inits: int = 8, seed=0,
+            opts: ChompOptions | None = None, init_scale: float = 1.0, resolution: float = 0.02,
+            spheres: CollisionModel | None = None, exact: CollisionModel | None = None,
+            checker: Checker | None = None, **scene_kw) -> TrajoptResult:
+    """Optimise paths from ``starts`` to ``goals`` ((P, nq) or (nq,)) among ``obstacles``.
+
+    ``spheres``/``exact`` default to the sphere approximation and the exact colliders of the model
+    among ``obstacles`` (``scene_kw`` -- srdf, disabled_pairs -- go to both builders).
+    """
+    opts = (opts or ChompOptions()).check()
+    starts = np.atleast_2d(np.asarray(starts, dtype=np.float64))
+    goals = np.atleast_2d(np.asarray(goals, dtype=np.float64))
+    if starts.shape != goals.shape or starts.shape[-1] != model.nq:
+        raise CaliperError(f"starts and goals must both be (P, {model.nq}); "
+                           f"got {starts.shape} and {goals.shape}")
+    if not (np.all(np.isfinite(starts)) and np.all(np.isfinite(goals))):
+        raise CaliperError("starts/goals: non-finite values")
+    if inits < 1:
+        raise CaliperError(f"inits must be >= 1, got {inits}")
+    if spheres is None:
+        spheres, _ = build_sphere_model(model, obstacles, **scene_kw)
+    elif not query.is_sphere_model(spheres):
+        raise CaliperError("spheres: expected a sphere model (build_sphere_model), got robot colliders of "
+                           f"kinds {sorted(set(spheres.kinds[:spheres.n_robot]))}")
+    if checker is None:
+        exact = exact or build_collision_model(model, obstacles, **scene_kw)
+        checker = Checker(model, exact, resolution=resolution)
+    dt = model.dtype
+    P, n = starts.shape[0], opts.n_waypoints
+    lo, hi = checker.lower, checker.upper
+    init = _initial_batch(jnp.asarray(starts, dt), jnp.asarray(goals, dt), as_key(seed), jnp.asarray(lo, dt),
+                          jnp.asarray(hi, dt), jnp.asarray(init_scale, dt), inits, n)
+    paths, costs, traces = solve_batch(model, spheres, jnp.asarray(starts, dt), jnp.asarray(goals, dt), init,
+                                       opts)
+    paths, costs = np.asarray(paths, dtype=np.float64), np.asarray(costs, dtype=np.float64)
+    # the first init is the straight line; its cost before the first step is the trace's head
+    c0 = np.asarray(traces[:, 0, 0], dtype=np.float64) if opts.iterations else costs[:, 0]
+    order = np.argsort(np.where(np.isfinite(costs), costs, np.inf), axis=1, kind="stable")
+    chosen = np.full(P, -1)
+    pending = list(range(P))
+    for rank in range(inits):
+        if not pending:
+            break
+        cand = [(p, int(order[p, rank])) for p in pending]
+        a = np.concatenate([paths[p, k, :-1] for p, k in cand])
+        b = np.concatenate([paths[p, k, 1:] for p, k in cand])
+        ok_edges = checker.edges_valid(a, b).reshape(len(cand), n - 1)
+        ok_states = checker.valid(np.stack([paths[p, k, 0] for p, k in cand]))
+        still = []
+        for (p, k), ok_e, ok_s in zip(cand, ok_edges, ok_states, strict=True):
+            if ok_e.all() and ok_s:
+                chosen[p] = k
+            else:
+                still.append(p)
+        pending = still
+    pick = np.where(chosen >= 0, chosen, order[:, 0])
+    rows = np.arange(P)
+    return TrajoptResult(paths[rows, pick], costs[rows, pick], chosen >= 0, chosen, c0, costs)
