@@ -1,22 +1,15 @@
 """Read the link pairs an SRDF disables for self-collision (``<disable_collisions>``). Host side."""
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from caliper_jax.errors import CaliperError
+from caliper_jax.io.robot_xml import parse_robot_xml
 
 
 def disabled_pairs_from_string(text: str, source: str = "<string>") -> list[tuple[str, str]]:
     """Every ``<disable_collisions link1= link2=>`` pair, in file order."""
-    if "<!ENTITY" in text:
-        raise CaliperError(f"{source}: XML entity declarations are not accepted")
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as exc:
-        raise CaliperError(f"{source}: not well-formed XML ({exc})") from None
-    if root.tag != "robot":
-        raise CaliperError(f"{source}: root element is <{root.tag}>, expected <robot> (an SRDF)")
+    root = parse_robot_xml(text, source, " (an SRDF)")
     pairs = []
     for el in root.iter("disable_collisions"):
         a, b = el.get("link1"), el.get("link2")

@@ -8,7 +8,6 @@ raises :class:`ModelError` naming the file and element.
 from __future__ import annotations
 
 import math
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ import numpy as np
 from caliper_jax.errors import ModelError
 from caliper_jax.io.description import Body, Frame, Geom, RobotDescription
 from caliper_jax.io.meshpath import resolve_mesh
+from caliper_jax.io.robot_xml import parse_robot_xml
 from caliper_jax.io.rotations import rpy_matrix
 
 _JOINT_TYPES = {"revolute", "continuous", "prismatic", "fixed", "floating"}
@@ -37,14 +37,7 @@ def read_urdf(path, *, floating: bool = False, mimic: bool = True, mesh_roots=()
 def read_urdf_string(text: str, *, source: str = "<string>", floating: bool = False, mimic: bool = True,
                      mesh_roots=()) -> RobotDescription:
     """Read URDF XML text; ``source`` names it in errors and anchors relative mesh paths."""
-    if "<!ENTITY" in text:
-        raise ModelError(f"{source}: XML entity declarations are not accepted")
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as exc:
-        raise ModelError(f"{source}: not well-formed XML ({exc})") from None
-    if root.tag != "robot":
-        raise ModelError(f"{source}: root element is <{root.tag}>, expected <robot>")
+    root = parse_robot_xml(text, source, error=ModelError)
     try:
         return _Builder(root, source, floating, mimic, mesh_roots).build()
     except ModelError as exc:  # attribute-level errors do not know the file: name it
