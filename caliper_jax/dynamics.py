@@ -17,6 +17,7 @@ from caliper_jax.kinematics import (
     body_poses,
     body_velocities,
     joint_placements,
+    masked_sum,
     motion_axes,
     tables,
 )
@@ -84,7 +85,7 @@ def rnea(model: Model, q, v, a, f_ext=None, gravity=None):
     if f_ext is not None:
         f = f - _external_world(Rw, pw, f_ext)
     support, dof_body, _ = tables(model)
-    F = jnp.asarray(support.T, f.dtype) @ f                   # subtree sums (nbody, 6)
+    F = masked_sum(model, f, support.T)                       # subtree sums (nbody, 6)
     tau_full = jnp.sum(xi * F[dof_body], axis=-1) + _armature_full(model) * a_full
     del q_full
     return reduce_force(model, tau_full)
@@ -113,9 +114,9 @@ def crba(model: Model, q):
     xi = motion_axes(model, Rw, pw)
     mass, h, I_o = _world_inertias(model, Rw, pw)
     support, dof_body, _ = tables(model)
-    St = jnp.asarray(support.T, mass.dtype)
-    Ic_mass, Ic_h = St @ mass, St @ h
-    Ic_I = (St @ I_o.reshape(model.nbody, 9)).reshape(model.nbody, 3, 3)
+    packed = jnp.concatenate([mass[:, None], h, I_o.reshape(model.nbody, 9)], axis=1)
+    Ic = masked_sum(model, packed, support.T)                                  # composite inertias
+    Ic_mass, Ic_h, Ic_I = Ic[:, 0], Ic[:, 1:4], Ic[:, 4:].reshape(model.nbody, 3, 3)
     Y = _inertia_apply(Ic_mass[dof_body], Ic_h[dof_body], Ic_I[dof_body], xi)  # (nv_full, 6)
     G = xi @ Y.T                                                               # xi_j . Ic_k xi_k
     above = jnp.asarray(support[dof_body][:, dof_body].T)                      # body(j) supports body(k)

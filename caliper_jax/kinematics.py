@@ -157,18 +157,28 @@ def motion_cross(a, b):
     return jnp.concatenate([cross(aw, bv) + cross(av, bw), cross(aw, bw)], axis=-1)
 
 
+def masked_sum(model: Model, x, mask=None):
+    """out[i] = sum_k mask[i, k] x[k] for rows x (n, c) (default mask: dof_support, i.e. the dofs
+    that move body i), as one flat product (n*c,) @ kron(mask.T, I_c): batched, that is a plain
+    matrix product with the batch as its rows, with no transposed copy of x."""
+    if mask is None:
+        mask = tables(model)[2]
+    c = x.shape[-1]
+    K = np.kron(np.asarray(mask, np.float64).T, np.eye(c))
+    return (x.reshape(-1) @ jnp.asarray(K, x.dtype)).reshape(mask.shape[0], c)
+
+
 def body_velocities(model: Model, xi, v_full):
     """Spatial velocity of every body (nbody, 6) at the world origin, world axes."""
-    _, _, dof_support = tables(model)
-    return jnp.asarray(dof_support, xi.dtype) @ (xi * v_full[:, None])
+    return masked_sum(model, xi * v_full[:, None])
 
 
 def body_accelerations(model: Model, xi, V, v_full, a_full, a_base=None):
     """Spatial acceleration of every body (nbody, 6) at the world origin; ``a_base`` is the
     linear acceleration of the world (``-gravity`` for dynamics)."""
-    _, dof_body, dof_support = tables(model)
+    _, dof_body, _ = tables(model)
     xi_dot = motion_cross(V[dof_body], xi)
-    A = jnp.asarray(dof_support, xi.dtype) @ (xi * a_full[:, None] + xi_dot * v_full[:, None])
+    A = masked_sum(model, xi * a_full[:, None] + xi_dot * v_full[:, None])
     if a_base is not None:
         A = A + jnp.concatenate([a_base, jnp.zeros(3, A.dtype)])
     return A
