@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from caliper_jax.errors import CaliperError
-from caliper_jax.io.robot_xml import parse_robot_xml
+from caliper_jax.io.robot_xml import parse_robot_xml, read_text
 
 
 def disabled_pairs_from_string(text: str, source: str = "<string>") -> list[tuple[str, str]]:
@@ -21,10 +21,4 @@ def disabled_pairs_from_string(text: str, source: str = "<string>") -> list[tupl
 
 def read_disabled_pairs(path) -> list[tuple[str, str]]:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CaliperError(f"{path}: no such SRDF file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CaliperError(f"{path}: cannot read ({exc})") from None
-    return disabled_pairs_from_string(text, str(path))
+    return disabled_pairs_from_string(read_text(path, "SRDF file"), str(path))

@@ -1,7 +1,8 @@
-"""Parse the text of a ``<robot>`` XML file (URDF, SRDF) with the checks both readers share."""
+"""Read and parse a ``<robot>`` XML file (URDF, SRDF) with the checks both readers share."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 from caliper_jax.errors import CaliperError
 
@@ -19,3 +20,13 @@ def parse_robot_xml(text: str, source: str, what: str = "", error: type = Calipe
     if root.tag != "robot":
         raise error(f"{source}: root element is <{root.tag}>, expected <robot>{what}")
     return root
+
+
+def read_text(path: Path, kind: str = "file", error: type = CaliperError) -> str:
+    """The UTF-8 text of ``path``; ``error(...)`` naming it (as a ``kind``) when missing or unreadable."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{path}: no such {kind}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: cannot read ({exc})") from None

@@ -15,7 +15,7 @@ import numpy as np
 from caliper_jax.errors import ModelError
 from caliper_jax.io.description import Body, Frame, Geom, RobotDescription
 from caliper_jax.io.meshpath import resolve_mesh
-from caliper_jax.io.robot_xml import parse_robot_xml
+from caliper_jax.io.robot_xml import parse_robot_xml, read_text
 from caliper_jax.io.rotations import rpy_matrix
 
 _JOINT_TYPES = {"revolute", "continuous", "prismatic", "fixed", "floating"}
@@ -25,12 +25,7 @@ def read_urdf(path, *, floating: bool = False, mimic: bool = True, mesh_roots=()
     """Read a URDF file. ``floating`` adds a free joint above the root link; ``mimic=False``
     treats mimic joints as independent coordinates (Pinocchio's default)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ModelError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelError(f"{path}: cannot read ({exc})") from None
+    text = read_text(path, error=ModelError)
     return read_urdf_string(text, source=str(path), floating=floating, mimic=mimic, mesh_roots=mesh_roots)
 
 
