@@ -20,8 +20,8 @@ def _independent(model: Model):
     return out
 
 
-def _v_scale(model: Model, dtype):
-    """Per full velocity coordinate: 1, or the mimic multiplier."""
+def mimic_scale(model: Model, dtype):
+    """(nv_full,) per full velocity coordinate: 1, or the mimic multiplier."""
     idx = np.array(model.vfull_mimic)
     if not model.has_mimic:
         return jnp.ones(model.nv_full, dtype)
@@ -46,17 +46,26 @@ def expand_v(model: Model, v):
     """Independent velocities/accelerations (nv,) -> full (nv_full,)."""
     if not model.has_mimic:
         return v
-    return v[np.array(model.vfull_src)] * _v_scale(model, v.dtype)
+    return v[np.array(model.vfull_src)] * mimic_scale(model, v.dtype)
 
 
 def reduce_force(model: Model, tau_full, axis: int = -1):
     """Full generalized forces (..., nv_full) -> independent ones (..., nv): G^T tau."""
     if not model.has_mimic:
         return tau_full
-    tau_full = jnp.moveaxis(tau_full, axis, -1) * _v_scale(model, tau_full.dtype)
+    tau_full = jnp.moveaxis(tau_full, axis, -1) * mimic_scale(model, tau_full.dtype)
     out = jnp.zeros(tau_full.shape[:-1] + (model.nv,), tau_full.dtype)
     out = out.at[..., np.array(model.vfull_src)].add(tau_full)
     return jnp.moveaxis(out, -1, axis)
+
+
+def armature_full(model: Model):
+    """Armature per full dof (nv_full,); mimic joints carry none of their own."""
+    if not model.has_mimic:
+        return model.dof_armature
+    idx = np.array(model.vfull_src)
+    own = np.array([m < 0 for m in model.vfull_mimic])
+    return jnp.where(own, model.dof_armature[idx], 0.0)
 
 
 def neutral(model: Model, dtype=None):

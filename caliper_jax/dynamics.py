@@ -7,11 +7,13 @@ these rigid-body terms; the integrators add them. External forces ``f_ext`` are 
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
-import numpy as np
+from jax.custom_batching import custom_vmap
 
-from caliper_jax.configuration import expand_q, expand_v, reduce_force
+from caliper_jax import lanes
+from caliper_jax.configuration import armature_full, expand_q, expand_v, reduce_force
 from caliper_jax.kinematics import (
     body_accelerations,
     body_poses,
@@ -55,24 +57,15 @@ def _full_to_reduced_matrix(model: Model, M_full):
     return reduce_force(model, reduce_force(model, M_full, axis=-1), axis=-2)
 
 
-def _armature_full(model: Model):
-    """Armature per full dof (mimic joints carry none of their own)."""
-    if not model.has_mimic:
-        return model.dof_armature
-    idx = np.array(model.vfull_src)
-    own = np.array([m < 0 for m in model.vfull_mimic])
-    return jnp.where(own, model.dof_armature[idx], 0.0)
-
-
 def _external_world(Rw, pw, f_ext):
     """Body-frame external forces (nbody, 6) -> spatial forces at the world origin."""
     f = mv(Rw, f_ext[:, :3])
     return jnp.concatenate([f, mv(Rw, f_ext[:, 3:]) + cross(pw, f)], axis=-1)
 
 
-def rnea(model: Model, q, v, a, f_ext=None, gravity=None):
-    """Inverse dynamics tau (nv,) = M(q) a + b(q, v) - J^T f_ext (Newton-Euler, world-frame
-    spatial form: every body at once, then subtree sums)."""
+def _rnea_reference(model: Model, q, v, a, f_ext=None, gravity=None):
+    """RNEA in world-frame spatial form: every body at once, then subtree sums (any joint
+    type, external forces, differentiable)."""
     q_full, v_full, a_full = expand_q(model, q), expand_v(model, v), expand_v(model, a)
     if model.nbody == 0:
         return jnp.zeros(model.nv, model.dtype)
@@ -86,9 +79,50 @@ def rnea(model: Model, q, v, a, f_ext=None, gravity=None):
         f = f - _external_world(Rw, pw, f_ext)
     support, dof_body, _ = tables(model)
     F = masked_sum(model, f, support.T)                       # subtree sums (nbody, 6)
-    tau_full = jnp.sum(xi * F[dof_body], axis=-1) + _armature_full(model) * a_full
+    tau_full = jnp.sum(xi * F[dof_body], axis=-1) + armature_full(model) * a_full
     del q_full
     return reduce_force(model, tau_full)
+
+
+
+def rnea(model: Model, q, v, a, f_ext=None, gravity=None):
+    """Inverse dynamics tau (nv,) = M(q) a + b(q, v) - J^T f_ext (Newton-Euler, world-frame
+    spatial form: every body at once, then subtree sums).
+
+    Under ``jax.vmap`` (no external forces, revolute/prismatic joints, one shared Model) the
+    batch runs through the lane kernel of :mod:`caliper_jax.lanes`, 2-3x faster on a CPU;
+    derivatives always come from the reference implementation."""
+    if f_ext is None and lanes.supports(model):
+        return _rnea_vmappable(model, q, v, a, _gravity(model, gravity))
+    return _rnea_reference(model, q, v, a, f_ext, gravity)
+
+
+@custom_vmap
+def _rnea_lane_batched(model: Model, q, v, a, gravity):
+    return _rnea_reference(model, q, v, a, None, gravity)
+
+
+@_rnea_lane_batched.def_vmap
+def _rnea_vmap_rule(axis_size, in_batched, model, q, v, a, gravity):
+    model_batched, *vec_batched, gravity_batched = in_batched
+    if (any(jax.tree_util.tree_leaves(model_batched)) or gravity_batched
+            or axis_size < lanes.MIN_BATCH):
+        axes = jax.tree_util.tree_map(lambda b: 0 if b else None, tuple(in_batched))
+        reference = lambda m, *x: _rnea_reference(m, *x[:3], None, x[3])  # noqa: E731
+        return jax.vmap(reference, in_axes=axes)(model, q, v, a, gravity), True
+    Q, V, A = (x if b else jnp.broadcast_to(x, (axis_size,) + x.shape)
+               for x, b in zip((q, v, a), vec_batched, strict=True))
+    return lanes.rnea_batched(model, Q, V, A, gravity), True
+
+
+@jax.custom_jvp
+def _rnea_vmappable(model: Model, q, v, a, gravity):
+    return _rnea_lane_batched(model, q, v, a, gravity)
+
+
+@_rnea_vmappable.defjvp
+def _rnea_vmappable_jvp(primals, tangents):
+    return jax.jvp(lambda m, *x: _rnea_reference(m, *x[:3], None, x[3]), primals, tangents)
 
 
 inverse_dynamics = rnea
@@ -121,7 +155,7 @@ def crba(model: Model, q):
     G = xi @ Y.T                                                               # xi_j . Ic_k xi_k
     above = jnp.asarray(support[dof_body][:, dof_body].T)                      # body(j) supports body(k)
     M = jnp.where(above, G, jnp.where(above.T, G.T, 0.0))
-    M = M + jnp.diag(_armature_full(model))
+    M = M + jnp.diag(armature_full(model))
     return _full_to_reduced_matrix(model, M)
 
 
@@ -228,7 +262,7 @@ def kinetic_energy(model: Model, q, v):
     Rw, pw = body_poses(model, q)
     V = body_velocities(model, motion_axes(model, Rw, pw), v_full)
     momentum = _inertia_apply(*_world_inertias(model, Rw, pw), V)
-    return 0.5 * (jnp.sum(V * momentum) + jnp.sum(_armature_full(model) * v_full**2))
+    return 0.5 * (jnp.sum(V * momentum) + jnp.sum(armature_full(model) * v_full**2))
 
 
 def potential_energy(model: Model, q, gravity=None):

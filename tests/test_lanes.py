@@ -1,0 +1,96 @@
+"""The lane kernel behind ``jax.vmap(dynamics.rnea)``: same torques as the reference
+implementation, the right fallbacks, and derivatives through the reference."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import robots
+from caliper_jax import configuration, dynamics, lanes
+from caliper_jax.loading import load
+from caliper_jax.model import model_in_axes
+
+NAMES = ["pendulum2", "gripper_arm", "collide_arm"]
+if robots.example_robot_data_dir() is not None:
+    NAMES += ["panda", "ur5"]
+BATCH = 96  # >= lanes.MIN_BATCH: the lane path
+
+
+def _reference(model, qs, vs, accs, gravity=None):
+    one = lambda q, v, a: dynamics._rnea_reference(model, q, v, a, None, gravity)  # noqa: E731
+    return np.asarray(jax.jit(jax.vmap(one))(qs, vs, accs))
+
+
+def _draws(model, n, seed=0):
+    kq, kv, ka = jax.random.split(jax.random.PRNGKey(seed), 3)
+    qs = jax.vmap(lambda k: configuration.random_configuration(model, k))(jax.random.split(kq, n))
+    return qs, jax.random.normal(kv, (n, model.nv), model.dtype), jax.random.normal(ka, (n, model.nv), model.dtype)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype, rtol", [(jnp.float64, 1e-12), (jnp.float32, 2e-5)])
+def test_vmapped_rnea_takes_the_lane_path_and_matches_the_reference(name, dtype, rtol):
+    model = load(name, dtype=dtype)
+    assert lanes.supports(model)
+    qs, vs, accs = _draws(model, BATCH)
+    fast = np.asarray(jax.jit(jax.vmap(dynamics.rnea, in_axes=(None, 0, 0, 0)))(model, qs, vs, accs))
+    ref = _reference(model, qs, vs, accs)
+    np.testing.assert_allclose(fast, ref, rtol=0, atol=rtol * np.abs(ref).max())
+    lowered = jax.jit(jax.vmap(dynamics.rnea, in_axes=(None, 0, 0, 0))).lower(model, qs, vs, accs)
+    assert "divide" in lowered.as_text()  # the lane kernel's fusion boundaries are in the program
+
+
+def test_blocks_and_padding():
+    model = load("gripper_arm", dtype=jnp.float64)
+    qs, vs, accs = _draws(model, 50, seed=3)
+    out = jax.jit(lambda *x: lanes.rnea_batched(model, *x, model.gravity, block=16))(qs, vs, accs)
+    assert out.shape == (50, model.nv)
+    np.testing.assert_allclose(out, _reference(model, qs, vs, accs), rtol=1e-12, atol=1e-12)
+
+
+def test_partly_batched_arguments_and_gravity():
+    model = load("collide_arm", dtype=jnp.float64)
+    qs, vs, _ = _draws(model, BATCH, seed=4)
+    a = jnp.zeros(model.nv)
+    g = jnp.array([1.0, -2.0, -9.0])
+    fast = jax.jit(jax.vmap(lambda q, v: dynamics.rnea(model, q, v, a, gravity=g)))(qs, vs)
+    ref = _reference(model, qs, vs, jnp.broadcast_to(a, vs.shape), gravity=g)
+    np.testing.assert_allclose(fast, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_batched_model_falls_back_to_the_reference():
+    model = load("pendulum2", dtype=jnp.float64)
+    q = jnp.array([0.3, -0.4])
+    scales = jnp.linspace(0.5, 2.0, BATCH)
+    batched = model.replace(body_mass=scales[:, None] * model.body_mass[None])
+    axes = model_in_axes(model, batched=("body_mass",))
+    g = jax.jit(jax.vmap(dynamics.gravity_torques, in_axes=(axes, None)))(batched, q)
+    base = dynamics.gravity_torques(model, q)
+    np.testing.assert_allclose(g, scales[:, None] * base[None], rtol=1e-10, atol=1e-12)
+
+
+def test_unsupported_joints_and_external_forces_use_the_reference():
+    model = load("pendulum2", dtype=jnp.float64)
+    qs, vs, accs = _draws(model, BATCH, seed=5)
+    f_ext = jnp.ones((model.nbody, 6))
+    out = jax.jit(jax.vmap(lambda q, v, a: dynamics.rnea(model, q, v, a, f_ext=f_ext)))(qs, vs, accs)
+    one = jax.jit(lambda q, v, a: dynamics.rnea(model, q, v, a, f_ext=f_ext))
+    np.testing.assert_allclose(out[7], one(qs[7], vs[7], accs[7]), rtol=1e-12, atol=1e-12)
+    if robots.example_robot_data_dir() is not None:
+        solo = load("solo12", dtype=jnp.float64, floating=True)
+        assert not lanes.supports(solo)
+
+
+def test_derivatives_through_the_vmapped_rnea():
+    model = load("collide_arm", dtype=jnp.float64)
+    qs, vs, accs = _draws(model, BATCH, seed=6)
+
+    def loss(rnea, qs):
+        return jnp.sum(jax.vmap(rnea, in_axes=(None, 0, 0, 0))(model, qs, vs, accs) ** 2)
+
+    reference = lambda m, q, v, a: dynamics._rnea_reference(m, q, v, a)  # noqa: E731
+    g_fast = jax.jit(jax.grad(lambda qs: loss(dynamics.rnea, qs)))(qs)
+    g_ref = jax.jit(jax.grad(lambda qs: loss(reference, qs)))(qs)
+    np.testing.assert_allclose(g_fast, g_ref, rtol=1e-10, atol=1e-10)
+    J = jax.jacfwd(lambda q: jax.vmap(dynamics.rnea, in_axes=(None, 0, 0, 0))(model, q, vs[:4], accs[:4]))(qs[:4])
+    assert J.shape == (4, model.nv, 4, model.nq) and np.isfinite(J).all()
