@@ -125,12 +125,15 @@ def _world_poses(model: Model, q_full):
     R_local = R0 + s[:, None, None, :] * R_sin + (1 - c)[:, None, None, :] * R_cos
     p_local = _lanes(model.jnt_p) + _mv(R0, axis) * d[:, None, :]
     R_local, p_local = boundary((R_local, p_local))
-    Rw, pw = R_local, p_local
-    for i, parent in enumerate(model.body_parent):
-        if parent >= 0:
-            Rw = Rw.at[i].set(boundary(_mm(Rw[parent], R_local[i])))
-            pw = pw.at[i].set(boundary(pw[parent] + _mv(Rw[parent], p_local[i])))
-    return boundary((Rw, pw))
+    Rw, pw = [], []          # one array per body, stacked once at the end (an in-place chain of
+    for i, parent in enumerate(model.body_parent):   # updates makes XLA copy the whole buffer)
+        if parent < 0:
+            Rw.append(R_local[i])
+            pw.append(p_local[i])
+        else:
+            Rw.append(boundary(_mm(Rw[parent], R_local[i])))
+            pw.append(boundary(pw[parent] + _mv(Rw[parent], p_local[i])))
+    return boundary((jnp.stack(Rw), jnp.stack(pw)))
 
 
 def rnea_lanes(model: Model, q, v, a, gravity):
@@ -162,7 +165,8 @@ def rnea_lanes(model: Model, q, v, a, gravity):
 
     f = boundary(boundary(inertia_apply(A)) + _force_cross(V, boundary(inertia_apply(V))))
     F = boundary(_masked_sum(support.T, f))                                   # subtree sums
-    tau_full = jnp.sum(xi * F[dof_body], axis=1) + _lanes(armature_full(model)) * a_full
+    Fd = F[dof_body]
+    tau_full = sum(xi[:, c] * Fd[:, c] for c in range(6)) + _lanes(armature_full(model)) * a_full
     out = jnp.zeros((model.nv,) + tau_full.shape[1:], tau_full.dtype)
     return out.at[np.array(model.vfull_src)].add(tau_full * scale)
 
