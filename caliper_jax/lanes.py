@@ -16,12 +16,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_batching import custom_vmap
 
-from caliper_jax.configuration import armature_full, mimic_scale
-from caliper_jax.kinematics import tables
-from caliper_jax.model import Model
+from caliper_jax.configuration import armature_full, expand_q, mimic_scale
+from caliper_jax.model import Model, tables
 
-BLOCK = 512            # lanes per block (best of 64..4096 for panda on 2 CPU cores)
 MIN_BATCH = 64         # below this the reference vmap path is as fast and compiles sooner
 
 
@@ -84,33 +83,28 @@ def boundary(x):
     return jax.tree_util.tree_map(lambda y: y / (1 + 0 * y), x)
 
 
+def _stack(rows):
+    """jnp.stack in groups of at most 8: XLA's CPU backend never fuses a concatenate of more
+    operands, so each row would become a kernel of its own."""
+    if len(rows) <= 8:
+        return jnp.stack(rows)
+    return jnp.concatenate([jnp.stack(rows[i:i + 8]) for i in range(0, len(rows), 8)])
+
+
 def _masked_sum(mask, x):
     """out[i] = sum_k mask[i, k] x[k] for x (n, ..., L), unrolled over the static mask."""
     rows = []
     for i in range(mask.shape[0]):
         ks = np.nonzero(mask[i])[0]
         rows.append(sum(x[k] for k in ks) if len(ks) else jnp.zeros_like(x[0]))
-    return jnp.stack(rows)
+    return _stack(rows)
 
 
-# ---- the kernel ------------------------------------------------------------------------------
+# ---- kernels ---------------------------------------------------------------------------------
 
-def _full_coordinates(model: Model, q, v, a):
-    """Independent (n, L) -> full coordinates with mimic joints filled in; also the per full dof
-    scale (1 or the mimic multiplier) that maps full forces back."""
-    scale = mimic_scale(model, q.dtype)[:, None]
-    q_full = q[np.array(model.qfull_src)]
-    for i in range(model.nbody):
-        k = model.vfull_mimic[model.body_vadr[i]]
-        if k >= 0:
-            j = model.body_qadr[i]
-            q_full = q_full.at[j].set(q_full[j] * model.mimic_multiplier[k] + model.mimic_offset[k])
-    src = np.array(model.vfull_src)
-    return q_full, v[src] * scale, a[src] * scale, scale
-
-
-def _world_poses(model: Model, q_full):
-    """World rotation (nbody, 3, 3, L) and origin (nbody, 3, L) of every body."""
+def _world_poses(model: Model, q):
+    """World rotation (nbody, 3, 3, L) and origin (nbody, 3, L) of every body at q (nq, L)."""
+    q_full = expand_q(model, q)                                          # mimic rows filled in
     is_rev = np.array([t == "revolute" for t in model.jnt_type])
     rev = np.nonzero(is_rev)[0]
     coord = q_full[np.array(model.body_qadr)]                           # (nbody, L)
@@ -136,22 +130,38 @@ def _world_poses(model: Model, q_full):
     return boundary((jnp.stack(Rw), jnp.stack(pw)))
 
 
+def forward_kinematics_lanes(model: Model, q):
+    """T_world_frame of every frame for L configurations: q (nq, L) -> (nframe, 4, 4, L)."""
+    Rw, pw = _world_poses(model, q)
+    lanes = q.shape[-1]
+    body = np.array(model.frame_body)                                    # -1: on the world
+    Rb = jnp.concatenate([Rw, jnp.broadcast_to(_lanes(jnp.eye(3, dtype=q.dtype)), (1, 3, 3, lanes))])[body]
+    pb = jnp.concatenate([pw, jnp.zeros((1, 3, lanes), q.dtype)])[body]
+    R = _mm(Rb, _lanes(model.frame_R))
+    p = pb + _mv(Rb, _lanes(model.frame_p))
+    last_row = jnp.broadcast_to(jnp.array([0, 0, 0, 1], q.dtype)[:, None], (model.nframe, 1, 4, lanes))
+    return jnp.concatenate([jnp.concatenate([R, p[:, :, None]], axis=2), last_row], axis=1)
+
+
 def rnea_lanes(model: Model, q, v, a, gravity):
-    """Inverse dynamics for L configurations at once: q (nq, L), v, a (nv, L), gravity (3,)
-    -> tau (nv, L). Same equations as :func:`caliper_jax.dynamics.rnea`."""
-    support, dof_body, dof_support = tables(model)
-    q_full, v_full, a_full, scale = _full_coordinates(model, q, v, a)
-    Rw, pw = _world_poses(model, q_full)
+    """Inverse dynamics for L configurations: q (nq, L), v, a (nv, L), gravity (3, L) -> tau
+    (nv, L); any argument may have a single broadcast lane. Same equations as
+    :func:`caliper_jax.dynamics.rnea`."""
+    support = tables(model)[0]           # one dof per body here: dof k moves body k and below
+    scale = mimic_scale(model, q.dtype)[:, None]
+    src = np.array(model.vfull_src)
+    v_full, a_full = v[src] * scale, a[src] * scale
+    lanes = max(x.shape[-1] for x in (q, v, a, gravity))
+    Rw, pw = _world_poses(model, q)
     # world-origin motion axis of every dof (one per body here)
     is_rev = np.array([t == "revolute" for t in model.jnt_type])[:, None, None]
     w = _mv(Rw, _lanes(model.jnt_axis))
     xi = boundary(jnp.where(is_rev, jnp.concatenate([_cross(pw, w), w], axis=-2),
                             jnp.concatenate([w, jnp.zeros_like(w)], axis=-2)))     # (nbody, 6, L)
-    V = boundary(_masked_sum(dof_support, xi * v_full[:, None, :]))
-    xi_dot = _motion_cross(V[dof_body], xi)
-    A = boundary(_masked_sum(dof_support, boundary(xi * a_full[:, None, :] + xi_dot * v_full[:, None, :])))
-    g = _lanes(gravity)
-    A = A + jnp.concatenate([-g, jnp.zeros_like(g)], axis=0)
+    V = boundary(_masked_sum(support, xi * v_full[:, None, :]))
+    xi_dot = _motion_cross(V, xi)
+    A = boundary(_masked_sum(support, boundary(xi * a_full[:, None, :] + xi_dot * v_full[:, None, :])))
+    A = A + jnp.concatenate([-gravity, jnp.zeros_like(gravity)], axis=0)
     # spatial inertias about the world origin, world axes
     mass = _lanes(model.body_mass)[:, None]                                    # (nbody, 1, 1)
     com = pw + _mv(Rw, _lanes(model.body_com))
@@ -165,24 +175,56 @@ def rnea_lanes(model: Model, q, v, a, gravity):
 
     f = boundary(boundary(inertia_apply(A)) + _force_cross(V, boundary(inertia_apply(V))))
     F = boundary(_masked_sum(support.T, f))                                   # subtree sums
-    Fd = F[dof_body]
-    tau_full = sum(xi[:, c] * Fd[:, c] for c in range(6)) + _lanes(armature_full(model)) * a_full
-    out = jnp.zeros((model.nv,) + tau_full.shape[1:], tau_full.dtype)
-    return out.at[np.array(model.vfull_src)].add(tau_full * scale)
+    tau_full = sum(xi[:, c] * F[:, c] for c in range(6)) + _lanes(armature_full(model)) * a_full
+    tau_full = jnp.broadcast_to(tau_full * scale, (tau_full.shape[0], lanes))
+    return jnp.zeros((model.nv, lanes), q.dtype).at[src].add(tau_full)
 
 
-def rnea_batched(model: Model, Q, V, A, gravity, block: int = BLOCK):
-    """Inverse dynamics for a batch in the usual layout: Q (B, nq), V, A (B, nv) -> (B, nv).
-    The batch is padded to whole blocks of ``block`` lanes (fewer when B is smaller)."""
-    batch = Q.shape[0]
-    lanes = min(block, batch)
-    nblock = -(-batch // lanes)
-    pad = nblock * lanes - batch
+# ---- running a batch through a kernel, and the vmap fast path ------------------------------------
+
+def run_in_blocks(kernel, arrays, batched, block: int):
+    """``kernel(*lane_arrays)`` over a batch. Batched arrays (B, ...) are cut into blocks of
+    ``block`` lanes (the batch padded to whole blocks, fewer lanes when B is smaller) and enter as
+    (..., lanes); the others enter as (..., 1). Outputs come back as (B, ...)."""
+    batch = next(x.shape[0] for x, b in zip(arrays, batched, strict=True) if b)
+    width = min(block, batch)
+    nblock = -(-batch // width)
+    pad = nblock * width - batch
 
     def to_lanes(X):
-        X = jnp.pad(X, ((0, pad), (0, 0))) if pad else X
-        return jnp.swapaxes(X.reshape(nblock, lanes, -1), 1, 2)             # (nblock, n, lanes)
+        X = jnp.pad(X, [(0, pad)] + [(0, 0)] * (X.ndim - 1)) if pad else X
+        return jnp.moveaxis(X.reshape((nblock, width) + X.shape[1:]), 1, -1)
 
-    tau = jax.vmap(lambda q, v, a: rnea_lanes(model, q, v, a, gravity))(to_lanes(Q), to_lanes(V),
-                                                                       to_lanes(A))
-    return jnp.swapaxes(tau, 1, 2).reshape(nblock * lanes, -1)[:batch]
+    inputs = [to_lanes(x) if b else jnp.asarray(x)[..., None] for x, b in zip(arrays, batched, strict=True)]
+    out = jax.vmap(kernel, in_axes=[0 if b else None for b in batched])(*inputs)  # (nblock, ..., width)
+    out = jnp.moveaxis(out, -1, 1)
+    return out.reshape((nblock * width,) + out.shape[2:])[:batch]
+
+
+def vmap_fast_path(reference, kernel, block: int):
+    """``f(model, *arrays)`` that computes ``reference`` for one instance and, under
+    ``jax.vmap`` over the arrays with one shared Model and at least ``MIN_BATCH`` instances, runs
+    ``kernel(model, *lane_arrays)`` in blocks instead. Derivatives (any order, either mode)
+    are those of ``reference``; a batched Model falls back to ``vmap(reference)``."""
+
+    @custom_vmap
+    def batched(model, *arrays):
+        return reference(model, *arrays)
+
+    @batched.def_vmap
+    def _rule(axis_size, in_batched, model, *arrays):
+        model_batched, *arrays_batched = in_batched
+        if any(jax.tree_util.tree_leaves(model_batched)) or axis_size < MIN_BATCH or not any(arrays_batched):
+            axes = jax.tree_util.tree_map(lambda b: 0 if b else None, tuple(in_batched))
+            return jax.vmap(reference, in_axes=axes)(model, *arrays), True
+        return run_in_blocks(lambda *x: kernel(model, *x), arrays, arrays_batched, block), True
+
+    @jax.custom_jvp
+    def fast(model, *arrays):
+        return batched(model, *arrays)
+
+    @fast.defjvp
+    def _jvp(primals, tangents):
+        return jax.jvp(reference, primals, tangents)
+
+    return fast

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+from functools import lru_cache
 from typing import Any
 
 import jax
@@ -251,3 +252,26 @@ def stack_models(models) -> Model:
 
 
 __all__ = ["Model", "Geom", "build_model", "default_dtype", "model_in_axes", "stack_models"]
+
+
+# ---- static tables (built once per topology) -------------------------------------------------
+
+@lru_cache(maxsize=256)
+def _tables(body_parent: tuple, jnt_type: tuple, body_vadr: tuple, nv_full: int):
+    nbody = len(body_parent)
+    support = np.zeros((nbody, nbody), dtype=bool)          # support[i, k]: k is i or an ancestor
+    for i in range(nbody):
+        k = i
+        while k >= 0:
+            support[i, k] = True
+            k = body_parent[k]
+    dof_body = np.zeros(nv_full, dtype=np.int64)
+    for i, jtype in enumerate(jnt_type):
+        dof_body[body_vadr[i]:body_vadr[i] + JOINT_NV[jtype]] = i
+    dof_support = support[:, dof_body]                       # (nbody, nv_full): dof moves body
+    return support, dof_body, dof_support
+
+
+def tables(model: Model):
+    """(support (nbody, nbody), dof_body (nv_full,), dof_support (nbody, nv_full)) as NumPy."""
+    return _tables(model.body_parent, model.jnt_type, model.body_vadr, model.nv_full)

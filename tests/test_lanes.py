@@ -24,7 +24,8 @@ def _reference(model, qs, vs, accs, gravity=None):
 def _draws(model, n, seed=0):
     kq, kv, ka = jax.random.split(jax.random.PRNGKey(seed), 3)
     qs = jax.vmap(lambda k: configuration.random_configuration(model, k))(jax.random.split(kq, n))
-    return qs, jax.random.normal(kv, (n, model.nv), model.dtype), jax.random.normal(ka, (n, model.nv), model.dtype)
+    shape = (n, model.nv)
+    return qs, jax.random.normal(kv, shape, model.dtype), jax.random.normal(ka, shape, model.dtype)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -43,7 +44,9 @@ def test_vmapped_rnea_takes_the_lane_path_and_matches_the_reference(name, dtype,
 def test_blocks_and_padding():
     model = load("gripper_arm", dtype=jnp.float64)
     qs, vs, accs = _draws(model, 50, seed=3)
-    out = jax.jit(lambda *x: lanes.rnea_batched(model, *x, model.gravity, block=16))(qs, vs, accs)
+    kernel = lambda *y: lanes.rnea_lanes(model, *y)  # noqa: E731
+    run = jax.jit(lambda *x: lanes.run_in_blocks(kernel, x, (True, True, True, False), block=16))
+    out = run(qs, vs, accs, model.gravity)
     assert out.shape == (50, model.nv)
     np.testing.assert_allclose(out, _reference(model, qs, vs, accs), rtol=1e-12, atol=1e-12)
 
@@ -92,5 +95,6 @@ def test_derivatives_through_the_vmapped_rnea():
     g_fast = jax.jit(jax.grad(lambda qs: loss(dynamics.rnea, qs)))(qs)
     g_ref = jax.jit(jax.grad(lambda qs: loss(reference, qs)))(qs)
     np.testing.assert_allclose(g_fast, g_ref, rtol=1e-10, atol=1e-10)
-    J = jax.jacfwd(lambda q: jax.vmap(dynamics.rnea, in_axes=(None, 0, 0, 0))(model, q, vs[:4], accs[:4]))(qs[:4])
+    batched = jax.vmap(dynamics.rnea, in_axes=(None, 0, 0, 0))
+    J = jax.jacfwd(lambda q: batched(model, q, vs[:4], accs[:4]))(qs[:4])
     assert J.shape == (4, model.nv, 4, model.nq) and np.isfinite(J).all()
