@@ -148,6 +148,9 @@ def rnea_lanes(model: Model, q, v, a, gravity):
     (nv, L); any argument may have a single broadcast lane. Same equations as
     :func:`caliper_jax.dynamics.rnea`."""
     support = tables(model)[0]           # one dof per body here: dof k moves body k and below
+    # the gathers and the final scatter stay even without mimic joints: they make XLA write the
+    # inputs and tau once in lane layout (dropping them measured 1.4x slower, transposes fused
+    # into every reader)
     scale = mimic_scale(model, q.dtype)[:, None]
     src = np.array(model.vfull_src)
     v_full, a_full = v[src] * scale, a[src] * scale
