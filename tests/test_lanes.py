@@ -98,3 +98,14 @@ def test_derivatives_through_the_vmapped_rnea():
     batched = jax.vmap(dynamics.rnea, in_axes=(None, 0, 0, 0))
     J = jax.jacfwd(lambda q: batched(model, q, vs[:4], accs[:4]))(qs[:4])
     assert J.shape == (4, model.nv, 4, model.nq) and np.isfinite(J).all()
+
+
+@pytest.mark.parametrize("dtype, atol", [(jnp.float64, 2.3e-16), (jnp.float32, 1.2e-7)])
+def test_sincos_matches_numpy(dtype, atol):
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(-1e4, 1e4, 20000), np.linspace(-7, 7, 20001),
+                        np.arange(-8, 9) * np.pi / 4])
+    s, c = jax.jit(lanes.sincos)(jnp.asarray(x, dtype))
+    x64 = np.asarray(jnp.asarray(x, dtype), np.float64)       # the angle as the dtype holds it
+    np.testing.assert_allclose(np.asarray(s, np.float64), np.sin(x64), rtol=0, atol=atol * 4)
+    np.testing.assert_allclose(np.asarray(c, np.float64), np.cos(x64), rtol=0, atol=atol * 4)
