@@ -126,7 +126,7 @@ def pinocchio(path, batches):
         pin.aba(pm, pd, q[:, k], v[:, k], v[:, k])
     out["aba loop"] = min(B, 2000) / (time.perf_counter() - start)
     threads = os.cpu_count() or 1
-    out[f"fk loop in {threads} processes"] = _fk_loop_in_processes(str(path), threads, min(B, 4000))
+    out[f"fk loop in {threads} processes at once"] = _fk_loop_in_processes(str(path), threads)
     pool = pin.ModelPool(pm, threads)
     res = np.zeros((pm.nv, B))
     for label, fn in (("rneaInParallel", pin.rneaInParallel), ("abaInParallel", pin.abaInParallel)):
@@ -144,28 +144,37 @@ def pinocchio(path, batches):
     return out
 
 
-def _fk_loop(args):
-    """One process's share of the per-call FK loop: (configurations, seconds)."""
+def _fk_loop(path, barrier, results, seconds=1.0):
+    """One worker of the parallel FK loop: build, wait for the others, then loop for
+    ``seconds`` and report configurations per second."""
     import pinocchio as pin
-    path, n = args
     pm = pin.buildModelFromUrdf(path)
     pd = pm.createData()
-    qs = [pin.randomConfiguration(pm) for _ in range(n)]
-    start = time.perf_counter()
-    for q in qs:
-        pin.forwardKinematics(pm, pd, q)
-        pin.updateFramePlacements(pm, pd)
-    return n, time.perf_counter() - start
+    qs = [pin.randomConfiguration(pm) for _ in range(1000)]
+    barrier.wait()
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for q in qs:
+            pin.forwardKinematics(pm, pd, q)
+            pin.updateFramePlacements(pm, pd)
+        n += len(qs)
+    results.put(n / (time.perf_counter() - start))
 
 
-def _fk_loop_in_processes(path, processes, total):
-    """Pinocchio has no threaded FK in Python: the per-call FK loop split over ``processes``
-    worker processes running at once, as configurations per second of the slowest worker."""
+def _fk_loop_in_processes(path, processes):
+    """Pinocchio has no threaded FK in Python: its per-call FK loop run by ``processes`` worker
+    processes at the same time (released together by a barrier), rates summed."""
     import multiprocessing
 
-    with multiprocessing.get_context("spawn").Pool(processes) as workers:
-        results = workers.map(_fk_loop, [(path, total // processes)] * processes)
-    return sum(n for n, _ in results) / max(dt for _, dt in results)
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
+    workers = [ctx.Process(target=_fk_loop, args=(path, barrier, results)) for _ in range(processes)]
+    for w in workers:
+        w.start()
+    rates = [results.get(timeout=300) for _ in workers]
+    for w in workers:
+        w.join()
+    return sum(rates)
 
 
 def mjx_figures(model, batch):

@@ -140,14 +140,16 @@ def _masked_sum(mask, x):
 # ---- kernels ---------------------------------------------------------------------------------
 
 def _world_poses(model: Model, q):
-    """World rotation (nbody, 3, 3, L) and origin (nbody, 3, L) of every body at q (nq, L)."""
+    """World rotation (nbody, 3, 3, L) and origin (nbody, 3, L) of every body at q (nq, L).
+    Each pose travels as one (4, 3, L) array: rows 0-2 the rotation, row 3 the origin."""
     q_full = expand_q(model, q)                                          # mimic rows filled in
     is_rev = np.array([t == "revolute" for t in model.jnt_type])
-    rev = np.nonzero(is_rev)[0]
+    rev = list(np.nonzero(is_rev)[0])
     coord = q_full[np.array(model.body_qadr)]                           # (nbody, L)
-    sin, cos = boundary(jnp.stack(sincos(boundary(coord[rev]))))
-    c = jnp.ones_like(coord).at[rev].set(cos)
-    s = jnp.zeros_like(coord).at[rev].set(sin)
+    sin, cos = boundary(jnp.stack(sincos(boundary(coord[np.array(rev)]))))
+    one, zero = jnp.ones_like(coord[0]), jnp.zeros_like(coord[0])
+    c = _stack([cos[rev.index(i)] if i in rev else one for i in range(model.nbody)])
+    s = _stack([sin[rev.index(i)] if i in rev else zero for i in range(model.nbody)])
     d = jnp.where(is_rev[:, None], 0.0, coord)
     axis, R0 = _lanes(model.jnt_axis), _lanes(model.jnt_R)
     # Rodrigues folded into the joint frame: R0 (c I + s [a]x + (1 - c) a a^T)
@@ -155,16 +157,17 @@ def _world_poses(model: Model, q):
     R_cos = _mm(R0, axis[:, :, None, :] * axis[:, None, :, :]) - R0
     R_local = R0 + s[:, None, None, :] * R_sin + (1 - c)[:, None, None, :] * R_cos
     p_local = _lanes(model.jnt_p) + _mv(R0, axis) * d[:, None, :]
-    R_local, p_local = boundary((R_local, p_local))
-    Rw, pw = [], []          # one array per body, stacked once at the end (an in-place chain of
+    local = boundary(jnp.concatenate([R_local, p_local[:, None]], axis=1))   # (nbody, 4, 3, L)
+    world = []               # one array per body, stacked once at the end (an in-place chain of
     for i, parent in enumerate(model.body_parent):   # updates makes XLA copy the whole buffer)
         if parent < 0:
-            Rw.append(R_local[i])
-            pw.append(p_local[i])
+            world.append(local[i])
         else:
-            Rw.append(boundary(_mm(Rw[parent], R_local[i])))
-            pw.append(boundary(pw[parent] + _mv(Rw[parent], p_local[i])))
-    return boundary((jnp.stack(Rw), jnp.stack(pw)))
+            R_par, p_par = world[parent][:3], world[parent][3]
+            world.append(boundary(jnp.concatenate(
+                [_mm(R_par, local[i][:3]), (p_par + _mv(R_par, local[i][3]))[None]])))
+    world = boundary(_stack(world))
+    return world[:, :3], world[:, 3]
 
 
 def forward_kinematics_lanes(model: Model, q):
