@@ -201,9 +201,9 @@ def rnea_lanes(model: Model, q, v, a, gravity):
     w = _mv(Rw, _lanes(model.jnt_axis))
     xi = boundary(jnp.where(is_rev, jnp.concatenate([_cross(pw, w), w], axis=-2),
                             jnp.concatenate([w, jnp.zeros_like(w)], axis=-2)))     # (nbody, 6, L)
-    V = boundary(_masked_sum(support, xi * v_full[:, None, :]))
+    V = _masked_sum(support, xi * v_full[:, None, :])
     xi_dot = _motion_cross(V, xi)
-    A = boundary(_masked_sum(support, boundary(xi * a_full[:, None, :] + xi_dot * v_full[:, None, :])))
+    A = _masked_sum(support, boundary(xi * a_full[:, None, :] + xi_dot * v_full[:, None, :]))
     A = A + jnp.concatenate([-gravity, jnp.zeros_like(gravity)], axis=0)
     # spatial inertias about the world origin, world axes
     mass = _lanes(model.body_mass)[:, None]                                    # (nbody, 1, 1)
@@ -217,7 +217,7 @@ def rnea_lanes(model: Model, q, v, a, gravity):
         return jnp.concatenate([mass * lin - _cross(h, ang), _mv(I_o, ang) + _cross(h, lin)], axis=-2)
 
     f = boundary(boundary(inertia_apply(A)) + _force_cross(V, boundary(inertia_apply(V))))
-    F = boundary(_masked_sum(support.T, f))                                   # subtree sums
+    F = _masked_sum(support.T, f)                                              # subtree sums
     tau_full = sum(xi[:, c] * F[:, c] for c in range(6)) + _lanes(armature_full(model)) * a_full
     tau_full = jnp.broadcast_to(tau_full * scale, (tau_full.shape[0], lanes))
     return jnp.zeros((model.nv, lanes), q.dtype).at[src].add(tau_full)
