@@ -1,12 +1,12 @@
-"""The lane kernel behind ``jax.vmap(dynamics.rnea)``: same torques as the reference
-implementation, the right fallbacks, and derivatives through the reference."""
+"""The lane kernels behind ``jax.vmap(dynamics.rnea)`` and ``jax.vmap(kinematics.forward_kinematics)``:
+same results as the reference implementation, the right fallbacks, derivatives through the reference."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import robots
-from caliper_jax import configuration, dynamics, lanes
+from caliper_jax import configuration, dynamics, kinematics, lanes
 from caliper_jax.loading import load
 from caliper_jax.model import model_in_axes
 
@@ -109,3 +109,27 @@ def test_sincos_matches_numpy(dtype, atol):
     x64 = np.asarray(jnp.asarray(x, dtype), np.float64)       # the angle as the dtype holds it
     np.testing.assert_allclose(np.asarray(s, np.float64), np.sin(x64), rtol=0, atol=atol * 4)
     np.testing.assert_allclose(np.asarray(c, np.float64), np.cos(x64), rtol=0, atol=atol * 4)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype, atol", [(jnp.float64, 1e-13), (jnp.float32, 2e-6)])
+def test_vmapped_fk_takes_the_lane_path_and_matches_the_reference(name, dtype, atol):
+    model = load(name, dtype=dtype)
+    qs, _, _ = _draws(model, 150, seed=8)              # 150: blocks of 128 lanes plus padding
+    fk = jax.jit(jax.vmap(kinematics.forward_kinematics, in_axes=(None, 0)))
+    ref = jax.jit(jax.vmap(kinematics._forward_kinematics_reference, in_axes=(None, 0)))
+    assert "divide" in fk.lower(model, qs).as_text()
+    out = np.asarray(fk(model, qs))
+    assert out.shape == (150, model.nframe, 4, 4)
+    np.testing.assert_allclose(out, np.asarray(ref(model, qs)), rtol=0, atol=atol)
+    np.testing.assert_array_equal(out[:, :, 3], np.broadcast_to([0, 0, 0, 1], out[:, :, 3].shape))
+
+
+def test_fk_derivatives_and_frames_on_the_world():
+    model = load("pendulum2", dtype=jnp.float64)
+    assert -1 in model.frame_body                      # "base" sits on the world: the identity row
+    qs, _, _ = _draws(model, BATCH, seed=9)
+    loss = lambda fk, qs: jnp.sum(jax.vmap(fk, in_axes=(None, 0))(model, qs)[:, -1, :3, 3] ** 2)  # noqa: E731
+    g_fast = jax.jit(jax.grad(lambda qs: loss(kinematics.forward_kinematics, qs)))(qs)
+    g_ref = jax.jit(jax.grad(lambda qs: loss(kinematics._forward_kinematics_reference, qs)))(qs)
+    np.testing.assert_allclose(g_fast, g_ref, rtol=1e-12, atol=1e-12)
