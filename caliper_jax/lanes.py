@@ -1,15 +1,16 @@
-"""Batched RNEA with the batch in the lanes: the fast path behind ``jax.vmap(dynamics.rnea)``.
+"""Batched FK and RNEA with the batch in the lanes: the fast path behind ``jax.vmap`` of
+``kinematics.forward_kinematics`` and ``dynamics.rnea``.
 
 Every array here carries the batch on its *last* axis (``L`` lanes): a rotation of every body is
 ``(nbody, 3, 3, L)``, a spatial vector ``(nbody, 6, L)``. Each elementwise op then runs over a
 contiguous run of ``L`` values, which XLA's CPU backend vectorises; with the batch first (what
 ``vmap`` of the one-instance code gives) the minor axes are 3 wide and it does not. A large batch
-is cut into blocks of ``block`` lanes (vmapped), which keeps each block's working set in cache.
+is cut into blocks of ``block`` lanes (vmapped); the block sizes are measured optima, not derived.
 
 The formulation is the world-frame one of :func:`caliper_jax.dynamics.rnea` (same equations,
 same conventions), limited to models whose joints are all revolute or prismatic (mimic joints
-included) and to no external forces; :func:`supports` says when it applies. It is a forward-only
-kernel: :func:`caliper_jax.dynamics.rnea` differentiates through the reference implementation.
+included); :func:`supports` says when it applies. The kernels are forward-only: derivatives
+come from the reference implementations (see :func:`vmap_fast_path`).
 """
 from __future__ import annotations
 
@@ -21,12 +22,17 @@ from jax.custom_batching import custom_vmap
 from caliper_jax.configuration import armature_full, expand_q, mimic_scale
 from caliper_jax.model import Model, tables
 
-MIN_BATCH = 64         # below this the reference vmap path is as fast and compiles sooner
+MIN_BATCH = 64         # smaller batches keep the reference vmap path (one compile fewer)
 
 
 def supports(model: Model) -> bool:
     """True when the lane kernel covers this model (revolute/prismatic joints only)."""
     return model.nbody > 0 and all(t in ("revolute", "prismatic") for t in model.jnt_type)
+
+
+def _is_revolute(model: Model):
+    """(nbody,) bool: revolute (else prismatic, in the models the kernels cover)."""
+    return np.array([t == "revolute" for t in model.jnt_type])
 
 
 # ---- lane helpers: trailing axis = batch ---------------------------------------------------
@@ -143,7 +149,7 @@ def _world_poses(model: Model, q):
     """World rotation (nbody, 3, 3, L) and origin (nbody, 3, L) of every body at q (nq, L).
     Each pose travels as one (4, 3, L) array: rows 0-2 the rotation, row 3 the origin."""
     q_full = expand_q(model, q)                                          # mimic rows filled in
-    is_rev = np.array([t == "revolute" for t in model.jnt_type])
+    is_rev = _is_revolute(model)
     rev = list(np.nonzero(is_rev)[0])
     coord = q_full[np.array(model.body_qadr)]                           # (nbody, L)
     sin, cos = boundary(jnp.stack(sincos(boundary(coord[np.array(rev)]))))
@@ -197,7 +203,7 @@ def rnea_lanes(model: Model, q, v, a, gravity):
     lanes = max(x.shape[-1] for x in (q, v, a, gravity))
     Rw, pw = _world_poses(model, q)
     # world-origin motion axis of every dof (one per body here)
-    is_rev = np.array([t == "revolute" for t in model.jnt_type])[:, None, None]
+    is_rev = _is_revolute(model)[:, None, None]
     w = _mv(Rw, _lanes(model.jnt_axis))
     xi = boundary(jnp.where(is_rev, jnp.concatenate([_cross(pw, w), w], axis=-2),
                             jnp.concatenate([w, jnp.zeros_like(w)], axis=-2)))     # (nbody, 6, L)

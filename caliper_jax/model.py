@@ -251,9 +251,6 @@ def stack_models(models) -> Model:
     return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *models)
 
 
-__all__ = ["Model", "Geom", "build_model", "default_dtype", "model_in_axes", "stack_models"]
-
-
 # ---- static tables (built once per topology) -------------------------------------------------
 
 @lru_cache(maxsize=256)
@@ -275,3 +272,7 @@ def _tables(body_parent: tuple, jnt_type: tuple, body_vadr: tuple, nv_full: int)
 def tables(model: Model):
     """(support (nbody, nbody), dof_body (nv_full,), dof_support (nbody, nv_full)) as NumPy."""
     return _tables(model.body_parent, model.jnt_type, model.body_vadr, model.nv_full)
+
+
+__all__ = ["Model", "Geom", "build_model", "default_dtype", "model_in_axes", "stack_models", "tables"]
+
