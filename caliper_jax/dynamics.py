@@ -115,7 +115,16 @@ def gravity_torques(model: Model, q, gravity=None):
 
 def crba(model: Model, q):
     """Joint-space inertia matrix M(q) (nv, nv), armature included: composite (subtree)
-    inertias in world axes, then M[j, k] = xi_j . Ic_k xi_k for j above k."""
+    inertias in world axes, then M[j, k] = xi_j . Ic_k xi_k for j above k.
+
+    Under ``jax.vmap`` (revolute/prismatic joints, one shared Model) the batch runs through the
+    lane kernel of :mod:`caliper_jax.lanes`; derivatives come from the reference code."""
+    if lanes.supports(model):
+        return _crba_lanes(model, q)
+    return _crba_reference(model, q)
+
+
+def _crba_reference(model: Model, q):
     if model.nbody == 0:
         return jnp.zeros((model.nv, model.nv), model.dtype)
     Rw, pw = body_poses(model, q)
@@ -132,6 +141,9 @@ def crba(model: Model, q):
     M = M + jnp.diag(armature_full(model))
     return _full_to_reduced_matrix(model, M)
 
+
+#: jax.vmap(crba) runs the lane kernel in blocks of 128 (best of 64..512 for panda, 2 CPU cores)
+_crba_lanes = lanes.vmap_fast_path(_crba_reference, lanes.crba_lanes, block=128)
 
 mass_matrix = crba
 

@@ -194,6 +194,33 @@ def forward_kinematics_lanes(model: Model, q):
     return jnp.concatenate([jnp.concatenate([R, p[:, :, None]], axis=2), last_row], axis=1)
 
 
+def _motion_axes(model: Model, world):
+    """Unit motion of every dof (one per body) at the world origin, world axes: (nbody, 6, L)."""
+    Rw, pw = world[:, :3], world[:, 3]
+    w = _mv(Rw, _lanes(model.jnt_axis))
+    is_rev = _is_revolute(model)[:, None, None]
+    return boundary(jnp.where(is_rev, jnp.concatenate([_cross(pw, w), w], axis=-2),
+                              jnp.concatenate([w, jnp.zeros_like(w)], axis=-2)))
+
+
+def _inertias(model: Model, world):
+    """Spatial inertia of every body about the world origin, world axes: mass (nbody, 1, 1),
+    first moment h = m c (nbody, 3, L), rotational inertia I_o (nbody, 3, 3, L)."""
+    Rw, pw = world[:, :3], world[:, 3]
+    mass = _lanes(model.body_mass)[:, None]
+    com = pw + _mv(Rw, _lanes(model.body_com))
+    I_com = _mm(_mm(Rw, _lanes(model.body_inertia)), jnp.swapaxes(Rw, 1, 2))
+    c_x = _skew(com)
+    I_o, h = boundary((I_com - mass[..., None] * _mm(c_x, c_x), mass * com))
+    return mass, h, I_o
+
+
+def _inertia_apply(mass, h, I_o, m):
+    """Spatial inertias (as from :func:`_inertias`) times motions m (nbody, 6, L) -> forces."""
+    lin, ang = m[:, :3], m[:, 3:]
+    return jnp.concatenate([mass * lin - _cross(h, ang), _mv(I_o, ang) + _cross(h, lin)], axis=-2)
+
+
 def rnea_lanes(model: Model, q, v, a, gravity):
     """Inverse dynamics for L configurations: q (nq, L), v, a (nv, L), gravity (3, L) -> tau
     (nv, L); any argument may have a single broadcast lane. Same equations as
@@ -207,32 +234,44 @@ def rnea_lanes(model: Model, q, v, a, gravity):
     v_full, a_full = v[src] * scale, a[src] * scale
     lanes = max(x.shape[-1] for x in (q, v, a, gravity))
     world = _world_poses(model, q)
-    Rw, pw = world[:, :3], world[:, 3]
-    # world-origin motion axis of every dof (one per body here)
-    is_rev = _is_revolute(model)[:, None, None]
-    w = _mv(Rw, _lanes(model.jnt_axis))
-    xi = boundary(jnp.where(is_rev, jnp.concatenate([_cross(pw, w), w], axis=-2),
-                            jnp.concatenate([w, jnp.zeros_like(w)], axis=-2)))     # (nbody, 6, L)
+    xi = _motion_axes(model, world)
     V = _masked_sum(support, xi * v_full[:, None, :])
     xi_dot = _motion_cross(V, xi)
     A = _masked_sum(support, boundary(xi * a_full[:, None, :] + xi_dot * v_full[:, None, :]))
     A = A + jnp.concatenate([-gravity, jnp.zeros_like(gravity)], axis=0)
-    # spatial inertias about the world origin, world axes
-    mass = _lanes(model.body_mass)[:, None]                                    # (nbody, 1, 1)
-    com = pw + _mv(Rw, _lanes(model.body_com))
-    I_com = _mm(_mm(Rw, _lanes(model.body_inertia)), jnp.swapaxes(Rw, 1, 2))
-    c_x = _skew(com)
-    I_o, h = boundary((I_com - mass[..., None] * _mm(c_x, c_x), mass * com))
-
-    def inertia_apply(m):
-        lin, ang = m[:, :3], m[:, 3:]
-        return jnp.concatenate([mass * lin - _cross(h, ang), _mv(I_o, ang) + _cross(h, lin)], axis=-2)
-
-    f = boundary(boundary(inertia_apply(A)) + _force_cross(V, keep(inertia_apply(V))))
+    mass, h, I_o = _inertias(model, world)
+    f = boundary(boundary(_inertia_apply(mass, h, I_o, A))
+                 + _force_cross(V, keep(_inertia_apply(mass, h, I_o, V))))
     F = _masked_sum(support.T, f)                                              # subtree sums
     tau_full = sum(xi[:, c] * F[:, c] for c in range(6)) + _lanes(armature_full(model)) * a_full
     tau_full = jnp.broadcast_to(tau_full * scale, (tau_full.shape[0], lanes))
     return jnp.zeros((model.nv, lanes), q.dtype).at[src].add(tau_full)
+
+
+def crba_lanes(model: Model, q):
+    """Joint-space inertia matrix, armature included, for L configurations: q (nq, L) -> M
+    (nv, nv, L). Same equations as :func:`caliper_jax.dynamics.crba`: composite inertias Ic, then
+    M[j, k] = xi_j . Ic_k xi_k for body j on the path to body k (and its mirror)."""
+    support = tables(model)[0]           # support[k, j]: body j is body k or one of its ancestors
+    lanes = q.shape[-1]
+    world = _world_poses(model, q)
+    xi = _motion_axes(model, world)
+    mass, h, I_o = _inertias(model, world)
+    n = model.nbody
+    packed = jnp.concatenate([jnp.broadcast_to(mass, (n, 1, lanes)), h, I_o.reshape(n, 9, lanes)], 1)
+    Ic = _masked_sum(support.T, boundary(packed))                             # subtree sums
+    Y = boundary(_inertia_apply(Ic[:, :1], Ic[:, 1:4], Ic[:, 4:].reshape(n, 3, 3, lanes), xi))
+    G = boundary(sum(xi[:, None, c] * Y[None, :, c] for c in range(6)))        # xi_j . Ic_k xi_k
+    above = support.T[:, :, None]                    # one dof per body: body j on body k's path
+    M = jnp.where(above, G, jnp.where(np.swapaxes(above, 0, 1), jnp.swapaxes(G, 0, 1), 0.0))
+    M = M + _lanes(jnp.diag(armature_full(model)))
+    if not model.has_mimic:
+        return M
+    # mimic joints: P^T M P, P the map from independent to full dofs (mimic scale in its columns)
+    scale = mimic_scale(model, q.dtype)[:, None]
+    to_reduced = np.array(model.vfull_src)[None, :] == np.arange(model.nv)[:, None]
+    M = _masked_sum(to_reduced, M * scale[:, None])
+    return jnp.swapaxes(_masked_sum(to_reduced, jnp.swapaxes(M, 0, 1) * scale[:, None]), 0, 1)
 
 
 # ---- running a batch through a kernel, and the vmap fast path ------------------------------------

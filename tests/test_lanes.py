@@ -1,5 +1,6 @@
-"""The lane kernels behind ``jax.vmap(dynamics.rnea)`` and ``jax.vmap(kinematics.forward_kinematics)``:
-same results as the reference implementation, the right fallbacks, derivatives through the reference."""
+"""The lane kernels behind ``jax.vmap`` of ``dynamics.rnea``, ``dynamics.crba`` and
+``kinematics.forward_kinematics``: same results as the reference implementation, the right
+fallbacks, derivatives through the reference."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -133,3 +134,29 @@ def test_fk_derivatives_and_frames_on_the_world():
     g_fast = jax.jit(jax.grad(lambda qs: loss(kinematics.forward_kinematics, qs)))(qs)
     g_ref = jax.jit(jax.grad(lambda qs: loss(kinematics._forward_kinematics_reference, qs)))(qs)
     np.testing.assert_allclose(g_fast, g_ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype, rtol", [(jnp.float64, 1e-12), (jnp.float32, 2e-6)])
+def test_vmapped_crba_takes_the_lane_path_and_matches_the_reference(name, dtype, rtol):
+    model = load(name, dtype=dtype)                    # panda: mimic fingers, the reduced M
+    qs, _, _ = _draws(model, 150, seed=10)             # blocks of 128 lanes plus padding
+    crba = jax.jit(jax.vmap(dynamics.crba, in_axes=(None, 0)))
+    ref = np.asarray(jax.jit(jax.vmap(dynamics._crba_reference, in_axes=(None, 0)))(model, qs))
+    assert "divide" in crba.lower(model, qs).as_text()
+    out = np.asarray(crba(model, qs))
+    assert out.shape == (150, model.nv, model.nv)
+    np.testing.assert_allclose(out, ref, rtol=0, atol=rtol * np.abs(ref).max())
+    np.testing.assert_array_equal(out, np.swapaxes(out, 1, 2))
+
+
+def test_crba_lane_kernel_without_mimic_and_its_derivatives():
+    model = load("collide_arm", dtype=jnp.float64).replace(dof_armature=jnp.array([0.1, 0.2, 0.3]))
+    qs, _, _ = _draws(model, BATCH, seed=11)
+    fast = jax.jit(jax.vmap(dynamics.crba, in_axes=(None, 0)))(model, qs)
+    ref = jax.jit(jax.vmap(dynamics._crba_reference, in_axes=(None, 0)))(model, qs)
+    np.testing.assert_allclose(fast, ref, rtol=1e-12, atol=1e-12)
+    loss = lambda crba, qs: jnp.sum(jax.vmap(crba, in_axes=(None, 0))(model, qs) ** 2)  # noqa: E731
+    g_fast = jax.jit(jax.grad(lambda qs: loss(dynamics.crba, qs)))(qs)
+    g_ref = jax.jit(jax.grad(lambda qs: loss(dynamics._crba_reference, qs)))(qs)
+    np.testing.assert_allclose(g_fast, g_ref, rtol=1e-10, atol=1e-10)
