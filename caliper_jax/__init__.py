@@ -27,7 +27,7 @@ _export(".kinematics", "forward_kinematics", "frame_placements", "frame_pose", "
         "frame_jacobian", "frame_jacobians", "frame_velocity", "frame_acceleration")
 _export(".dynamics", "rnea", "inverse_dynamics", "crba", "mass_matrix", "aba", "forward_dynamics",
         "forward_dynamics_cholesky", "bias_forces", "gravity_torques", "kinetic_energy",
-        "potential_energy", "total_energy", "center_of_mass")
+        "potential_energy", "total_energy", "center_of_mass", "solve_spd")
 _export(".integrators", "step", "simulate")
 _export(".control", "ControlLoop", "ControlParams", "SafetyParams", "Setpoint", "control_params",
         "safety_params", "computed_torque")

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 
 from caliper_jax.configuration import integrate_pos
-from caliper_jax.dynamics import bias_forces, crba, forward_dynamics
+from caliper_jax.dynamics import bias_forces, crba, forward_dynamics, solve_spd
 from caliper_jax.errors import CaliperError
 from caliper_jax.model import Model
 
@@ -43,7 +42,7 @@ def step(model: Model, q, v, tau, dt, integrator: str = "euler", damping=None, g
     if integrator == "implicit":
         d = model.dof_damping if damping is None else damping
         M = crba(model, q) + dt * jnp.diag(d)
-        a = jsl.cho_solve(jsl.cho_factor(M), tau - bias_forces(model, q, v, gravity) - d * v)
+        a = solve_spd(M, tau - bias_forces(model, q, v, gravity) - d * v)
         v_next = v + dt * a
         return integrate_pos(model, q, v_next, dt), v_next
     raise CaliperError(f"unknown integrator {integrator!r} (expected one of {', '.join(INTEGRATORS)})")

@@ -274,6 +274,23 @@ def crba_lanes(model: Model, q):
     return jnp.swapaxes(_masked_sum(to_reduced, jnp.swapaxes(M, 0, 1) * scale[:, None]), 0, 1)
 
 
+def cholesky_solve_lanes(M, b):
+    """x = M^-1 b for L symmetric positive-definite systems: M (n, n, L), b (n, L) -> (n, L),
+    by an unrolled Cholesky factorisation M = C C^T and two triangular solves."""
+    n = M.shape[0]
+    cols = []                                        # cols[j] = C[j:, j], (n - j, L)
+    for j in range(n):
+        col = M[j:, j] - sum((cols[k][j - k:] * cols[k][j - k] for k in range(j)), jnp.zeros_like(M[j:, j]))
+        cols.append(boundary(col / jnp.sqrt(col[0])))
+    y = []                                           # C y = b
+    for i in range(n):
+        y.append(boundary((b[i] - sum((cols[k][i - k] * y[k] for k in range(i)), 0.0)) / cols[i][0]))
+    x = [None] * n                                   # C^T x = y
+    for i in reversed(range(n)):
+        x[i] = boundary((y[i] - sum((cols[i][k - i] * x[k] for k in range(i + 1, n)), 0.0)) / cols[i][0])
+    return _stack(x)
+
+
 # ---- running a batch through a kernel, and the vmap fast path ------------------------------------
 
 def run_in_blocks(kernel, arrays, batched, block: int):

@@ -160,3 +160,35 @@ def test_crba_lane_kernel_without_mimic_and_its_derivatives():
     g_fast = jax.jit(jax.grad(lambda qs: loss(dynamics.crba, qs)))(qs)
     g_ref = jax.jit(jax.grad(lambda qs: loss(dynamics._crba_reference, qs)))(qs)
     np.testing.assert_allclose(g_fast, g_ref, rtol=1e-10, atol=1e-10)
+
+
+def expected_shared(M, b):
+    return np.linalg.solve(np.asarray(M, np.float64), np.asarray(b, np.float64).T).T
+
+
+@pytest.mark.parametrize("dtype, atol", [(jnp.float64, 1e-12), (jnp.float32, 2e-5)])
+def test_vmapped_solve_spd_takes_the_lane_path(dtype, atol):
+    rng = np.random.default_rng(12)
+    for n in (1, 2, 9):
+        A = rng.normal(size=(150, n, n))
+        M = jnp.asarray(A @ np.swapaxes(A, 1, 2) + n * np.eye(n), dtype)
+        b = jnp.asarray(rng.normal(size=(150, n)), dtype)
+        solve = jax.jit(jax.vmap(dynamics.solve_spd))
+        assert "divide" in solve.lower(M, b).as_text() and "cholesky" not in solve.lower(M, b).as_text()
+        expected = np.linalg.solve(np.asarray(M, np.float64), np.asarray(b, np.float64)[..., None])[..., 0]
+        np.testing.assert_allclose(solve(M, b), expected, rtol=0, atol=atol)
+        shared = jax.jit(jax.vmap(dynamics.solve_spd, in_axes=(None, 0)))(M[0], b)   # one M, many b
+        np.testing.assert_allclose(shared, expected_shared(M[0], b), rtol=0, atol=atol)
+    grad = jax.grad(lambda M, b: jnp.sum(jax.vmap(dynamics.solve_spd)(M, b) ** 2), argnums=(0, 1))
+    gM, gb = jax.jit(grad)(M, b)
+    assert np.isfinite(gM).all() and np.isfinite(gb).all()
+    x = jax.vmap(dynamics.solve_spd)(M, b)                         # d|x|^2/db = 2 M^-1 x
+    np.testing.assert_allclose(gb, 2 * jax.vmap(dynamics.solve_spd)(M, x), rtol=1e-4, atol=atol * 10)
+
+
+def test_vmapped_forward_dynamics_matches_the_reference_solve():
+    model = load("gripper_arm", dtype=jnp.float64)
+    qs, vs, taus = _draws(model, BATCH, seed=13)
+    fd = jax.jit(jax.vmap(dynamics.forward_dynamics_cholesky, in_axes=(None, 0, 0, 0)))(model, qs, vs, taus)
+    ref = jax.jit(jax.vmap(dynamics.aba, in_axes=(None, 0, 0, 0)))(model, qs, vs, taus)
+    np.testing.assert_allclose(fd, ref, rtol=1e-10, atol=1e-10)

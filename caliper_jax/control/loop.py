@@ -17,7 +17,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 
 from caliper_jax.configuration import integrate_pos
 from caliper_jax.control import flags as F
@@ -30,6 +29,7 @@ from caliper_jax.control.safety import (
     gate,
     init_safety,
 )
+from caliper_jax.dynamics import solve_spd
 from caliper_jax.errors import CaliperError
 from caliper_jax.integrators import step as integrate
 from caliper_jax.model import Model
@@ -120,7 +120,7 @@ def plant_step(model: Model, q, v, tau, dt, integrator: str = "euler", substeps:
 def _euler_shared(model: Model, q, v, tau, dt, M, b):
     """Semi-implicit Euler reusing the controller's M(q), b(q, v) at the same state:
     qdd = M^-1 (tau - b - D v) -- the same equations the integrator solves with ABA."""
-    a = jsl.cho_solve(jsl.cho_factor(M), tau - b - model.dof_damping * v)
+    a = solve_spd(M, tau - b - model.dof_damping * v)
     v_next = v + dt * a
     return integrate_pos(model, q, v_next, dt), v_next
 
