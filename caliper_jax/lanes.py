@@ -1,5 +1,5 @@
-"""Batched FK and RNEA with the batch in the lanes: the fast path behind ``jax.vmap`` of
-``kinematics.forward_kinematics`` and ``dynamics.rnea``.
+"""Batched kernels with the batch in the lanes: the fast path behind ``jax.vmap`` of
+``kinematics.forward_kinematics``, ``dynamics.rnea``, ``dynamics.crba`` and ``dynamics.solve_spd``.
 
 Every array here carries the batch on its *last* axis (``L`` lanes): a rotation of every body is
 ``(nbody, 3, 3, L)``, a spatial vector ``(nbody, 6, L)``. Each elementwise op then runs over a
@@ -7,8 +7,8 @@ contiguous run of ``L`` values, which XLA's CPU backend vectorises; with the bat
 ``vmap`` of the one-instance code gives) the minor axes are 3 wide and it does not. A large batch
 is cut into blocks of ``block`` lanes (vmapped); the block sizes are measured optima, not derived.
 
-The formulation is the world-frame one of :func:`caliper_jax.dynamics.rnea` (same equations,
-same conventions), limited to models whose joints are all revolute or prismatic (mimic joints
+The formulation is the world-frame one of :mod:`caliper_jax.dynamics` (same equations, same
+conventions), limited to models whose joints are all revolute or prismatic (mimic joints
 included); :func:`supports` says when it applies. The kernels are forward-only: derivatives
 come from the reference implementations (see :func:`vmap_fast_path`).
 """
