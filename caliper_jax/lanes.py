@@ -312,11 +312,12 @@ def run_in_blocks(kernel, arrays, batched, block: int):
     return out.reshape((nblock * width,) + out.shape[2:])[:batch]
 
 
-def vmap_fast_path(reference, kernel, block: int):
+def vmap_fast_path(reference, kernel, block: int, applies=supports):
     """``f(model, *arrays)`` that computes ``reference`` for one instance and, under
     ``jax.vmap`` over the arrays with one shared Model and at least ``MIN_BATCH`` instances, runs
     ``kernel(model, *lane_arrays)`` in blocks instead. Derivatives (any order, either mode)
-    are those of ``reference``; a batched Model falls back to ``vmap(reference)``."""
+    are those of ``reference``; a batched Model, or one ``applies(model)`` rejects, uses
+    ``reference`` throughout."""
 
     @custom_vmap
     def batched(model, *arrays):
@@ -338,4 +339,7 @@ def vmap_fast_path(reference, kernel, block: int):
     def _jvp(primals, tangents):
         return jax.jvp(reference, primals, tangents)
 
-    return fast
+    def dispatch(model, *arrays):
+        return fast(model, *arrays) if applies(model) else reference(model, *arrays)
+
+    return dispatch
