@@ -247,7 +247,8 @@ def aba(model: Model, q, v, tau, f_ext=None, gravity=None):
 
 
 #: The default forward dynamics. CRBA + Cholesky, not ABA: under XLA at arm sizes it compiles in
-#: less time and runs 3-5x faster (panda, float32, batch 4096: 4.9e5/s vs 9e4/s); both are exact.
+#: 2.9 s against ABA's 2.5 s and, vmapped, runs ~24x faster (panda, float32, batch 4096: 2.4e6/s vs 1.0e5/s:
+#: CRBA, RNEA and the solve have lane kernels, ABA does not); both are exact.
 forward_dynamics = forward_dynamics_cholesky
 
 
