@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from caliper_jax.cli import data as data_cli
 from caliper_jax.dataset import LeRobotReader, LeRobotWriter
-from caliper_jax.dataset import cli as data_cli
 from caliper_jax.dataset.png import decode_png, encode_png
 from caliper_jax.dataset.synthetic import episode, features, write_synthetic
 from caliper_jax.errors import CaliperError
@@ -208,7 +208,7 @@ def test_png_codec_round_trip():
 
 def test_importing_dataset_code_does_not_import_jax():
     code = (
-        "import sys, caliper_jax.dataset, caliper_jax.dataset.cli, doctors.dataset; "
+        "import sys, caliper_jax.dataset, caliper_jax.cli.data, doctors.dataset; "
         "assert 'jax' not in sys.modules, 'jax imported'; print('ok')"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -16,12 +16,6 @@ from caliper_jax.loading import load
 ROBOT = "ur5"
 
 
-@pytest.fixture(autouse=True)
-def wired(monkeypatch):
-    if "caliper_jax.cli_ik" not in cli.SUBCOMMAND_MODULES:
-        monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", cli.SUBCOMMAND_MODULES + ("caliper_jax.cli_ik",))
-
-
 def run(capsys, *argv):
     rc = cli.main(list(argv))
     out, err = capsys.readouterr()

@@ -144,8 +144,6 @@ def _cli(argv, capsys):
 
 
 def test_cli_mjcf_and_contact_commands(tmp_path, capsys, monkeypatch):
-    if "mjx_backend.cli" not in cli.SUBCOMMAND_MODULES:
-        monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", cli.SUBCOMMAND_MODULES + ("mjx_backend.cli",))
     out = tmp_path / "arm.xml"
     rc, res = _cli(["mjcf", "gripper_arm", "--ground", "0",
                     "--prop", "box:0.05,0.05,0.05@0.3,0,0.05:0.1:wood",

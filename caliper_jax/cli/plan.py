@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from caliper_jax.cli_core import _load, _robot_args, parse_vector
+from caliper_jax.cli.common import configuration, emit, load_robot, parse_vector, robot_args
 from caliper_jax.errors import CaliperError
 
 
 def _scene_args(p):
     """The robot argument and the scene flags shared by check, plan and trajopt."""
-    _robot_args(p)
+    robot_args(p)
     p.add_argument("--ground", type=float, default=None, metavar="Z",
                    help="ground plane: solid below height Z")
     p.add_argument("--box", action="append", default=[], metavar="cx,cy,cz,hx,hy,hz",
@@ -71,14 +71,12 @@ def _fmt(v) -> str:
 # ---- check ------------------------------------------------------------------------------------
 
 def cmd_check(args) -> int:
-    from caliper_jax.cli import emit
-    from caliper_jax.cli_core import _configuration
     from caliper_jax.collision import api, build_collision_model
 
     if args.top < 0:
         raise CaliperError(f"--top must be >= 0, got {args.top}")
-    model = _load(args)
-    q = _configuration(model, args.joints)
+    model = load_robot(args)
+    q = configuration(model, args.joints)
     obstacles, srdf = _scene(args, model)
     cm = build_collision_model(model, obstacles, srdf=srdf)
     report = api.check(model, cm, q, margin=args.margin)
@@ -106,8 +104,6 @@ def cmd_check(args) -> int:
 # ---- plan ---------------------------------------------------------------------------------------
 
 def cmd_plan(args) -> int:
-    from caliper_jax.cli import emit
-    from caliper_jax.cli_core import _configuration
     from caliper_jax.collision import build_collision_model
     from caliper_jax.collision.lint import lint_trajectory
     from caliper_jax.planning import PLANNERS, RETIMERS, Checker, plan, plan_trajectory
@@ -118,9 +114,9 @@ def cmd_plan(args) -> int:
         raise CaliperError(f"--retime: expected one of {', '.join(RETIMERS)}, got {args.retime!r}")
     if not (np.isfinite(args.clearance) and args.clearance >= 0):
         raise CaliperError(f"--clearance must be >= 0 (0 disables T009), got {args.clearance}")
-    model = _load(args)
+    model = load_robot(args)
     goal = parse_vector(args.goal, model.nq, "--goal", model.name)
-    start = _configuration(model, args.start, "--start")
+    start = configuration(model, args.start, "--start")
     obstacles, srdf = _scene(args, model)
     cm = build_collision_model(model, obstacles, srdf=srdf)
     checker = Checker(model, cm, margin=args.margin, resolution=args.resolution, batch=args.batch)
@@ -159,11 +155,10 @@ def cmd_plan(args) -> int:
 # ---- trajopt ------------------------------------------------------------------------------------
 
 def cmd_trajopt(args) -> int:
-    from caliper_jax.cli import emit
     from caliper_jax.collision import build_collision_model, build_sphere_model
     from caliper_jax.trajopt import ChompOptions, trajopt
 
-    model = _load(args)
+    model = load_robot(args)
     start = parse_vector(args.start, model.nq, "--start", model.name)
     goal = parse_vector(args.goal, model.nq, "--goal", model.name)
     obstacles, srdf = _scene(args, model)

@@ -6,50 +6,8 @@ import platform
 
 import numpy as np
 
+from caliper_jax.cli.common import configuration, emit, enable_x64, load_robot, robot_args
 from caliper_jax.errors import CaliperError
-
-
-def _enable_x64():
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-
-
-def parse_vector(text: str, n: int, what: str, model_name: str) -> np.ndarray:
-    """'0.1,0.2 0.3' -> array of n floats, with a one-line error naming the flag."""
-    parts = [p for p in text.replace(",", " ").split() if p]
-    try:
-        values = np.array([float(p) for p in parts])
-    except ValueError:
-        raise CaliperError(f"{what}: not a list of numbers: {text!r}") from None
-    if values.size != n:
-        raise CaliperError(f"{what}: expected {n} values for {model_name!r}, got {values.size}")
-    if not np.all(np.isfinite(values)):
-        raise CaliperError(f"{what}: non-finite value in {text!r}")
-    return values
-
-
-def _load(args):
-    _enable_x64()
-    from caliper_jax.loading import load
-
-    return load(args.robot, floating=True if getattr(args, "floating", False) else None,
-                mimic=not getattr(args, "no_mimic", False))
-
-
-def _configuration(model, text, what="--joints"):
-    from caliper_jax.configuration import neutral
-
-    if text is None:
-        return np.asarray(neutral(model))
-    return parse_vector(text, model.nq, what, model.name)
-
-
-def _robot_args(p):
-    p.add_argument("robot", help="path to a .urdf / MJCF file, or a registry name (caliper info)")
-    p.add_argument("--floating", action="store_true", help="add a free-floating base (URDF)")
-    p.add_argument("--no-mimic", action="store_true", help="treat mimic joints as independent")
-    p.add_argument("--json", action="store_true", help="machine-readable report")
 
 
 def cmd_info(args) -> int:
@@ -58,7 +16,6 @@ def cmd_info(args) -> int:
 
     import robots
     from caliper_jax import __version__
-    from caliper_jax.cli import emit
 
     report = {
         "caliper_jax": __version__, "python": platform.python_version(), "jax": jax.__version__,
@@ -73,11 +30,10 @@ def cmd_info(args) -> int:
 
 
 def cmd_load(args) -> int:
-    from caliper_jax.cli import emit
     from caliper_jax.loading import read_description
     from caliper_jax.model import build_model
 
-    _enable_x64()
+    enable_x64()
     desc = read_description(args.robot, floating=True if args.floating else None, mimic=not args.no_mimic)
     model = build_model(desc)
     joints = []
@@ -107,10 +63,9 @@ def cmd_load(args) -> int:
 
 def cmd_fk(args) -> int:
     from caliper_jax import api
-    from caliper_jax.cli import emit
 
-    model = _load(args)
-    q = _configuration(model, args.joints)
+    model = load_robot(args)
+    q = configuration(model, args.joints)
     frames = api.fk_dict(model, q)
     if args.frame:
         model.frame_id(args.frame)
@@ -127,16 +82,15 @@ def cmd_fk(args) -> int:
 
 def cmd_sim(args) -> int:
     from caliper_jax import api
-    from caliper_jax.cli import emit
 
     if args.contact:  # MuJoCo contact simulation (mjx_backend), same report contract
-        from mjx_backend.cli import run_contact_sim
+        from caliper_jax.cli.contact import run_contact_sim
 
         report, text = run_contact_sim(args)
         emit(args, report, text)
         return 0
-    model = _load(args)
-    q0 = _configuration(model, args.q0, "--q0")
+    model = load_robot(args)
+    q0 = configuration(model, args.q0, "--q0")
     if args.damping is not None:
         if not (np.isfinite(args.damping) and args.damping >= 0):
             raise CaliperError(f"--damping must be a non-negative number, got {args.damping}")
@@ -158,12 +112,11 @@ def cmd_sim(args) -> int:
 def cmd_demo(args) -> int:
     """The main job on a built-in robot: load it, FK of its frames, a passive RK4 simulation."""
     from caliper_jax import api
-    from caliper_jax.cli import emit
 
-    model = _load(args)
+    model = load_robot(args)
     if args.q0 is None and model.name == "pendulum2":
         args.q0 = "1.0 0.5"
-    q0 = _configuration(model, args.q0, "--q0")
+    q0 = configuration(model, args.q0, "--q0")
     frames = api.fk_dict(model, q0)
     t, qs, _, energy = api.simulate_passive(model, q0, None, args.duration, 1e-3, "rk4")
     drift = float(energy[-1] - energy[0])
@@ -196,24 +149,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("load", help="load a robot and summarise its model")
-    _robot_args(p)
+    robot_args(p)
     p.set_defaults(func=cmd_load)
 
     p = sub.add_parser("fk", help="forward kinematics of every frame")
-    _robot_args(p)
+    robot_args(p)
     p.add_argument("--joints", help="joint positions (nq numbers, comma/space separated; default neutral)")
     p.add_argument("--frame", help="report only this frame")
     p.set_defaults(func=cmd_fk)
 
     p = sub.add_parser("sim", help="passive simulation from a configuration; reports energy drift")
-    _robot_args(p)
+    robot_args(p)
     p.add_argument("--q0", help="initial joint positions (default neutral)")
     p.add_argument("--duration", type=float, default=1.0, help="seconds (default 1)")
     p.add_argument("--dt", type=float, default=1e-3, help="time step (default 1e-3)")
     p.add_argument("--damping", type=float, default=None, help="override every joint's damping")
     p.add_argument("--integrator", default="rk4", help="euler | rk4 | implicit (default rk4)")
     p.add_argument("--contact", action="store_true", help="simulate with contacts in MuJoCo")
-    from mjx_backend.cli import add_contact_flags
+    from caliper_jax.cli.contact import add_contact_flags
 
     add_contact_flags(p)
     p.set_defaults(func=cmd_sim)

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from caliper_jax.cli_core import _load, _robot_args, parse_vector
+from caliper_jax.cli.common import emit, load_robot, parse_vector, robot_args
 from caliper_jax.errors import CaliperError
 
 
@@ -35,7 +35,7 @@ def _massless_joints(model):
 def _setup(args):
     from caliper_jax import control
 
-    model = _load(args)
+    model = load_robot(args)
     if model.nq != model.nv:
         raise CaliperError(f"{model.name!r} has a free or ball joint (nq={model.nq}, nv={model.nv}); "
                            "joint-space control needs one coordinate per dof")
@@ -87,7 +87,6 @@ def _plot(path, times, q, goal, names):
 
 def cmd_control(args) -> int:
     from caliper_jax import control
-    from caliper_jax.cli import emit
 
     model, goal, q0, params, safety = _setup(args)
     source = control.goal_source(q0, goal, _limits(model))
@@ -149,7 +148,6 @@ def cmd_record(args) -> int:
     import jax
 
     from caliper_jax import control
-    from caliper_jax.cli import emit
 
     model, goal, q0, params, safety = _setup(args)
     from caliper_jax.control.record import check_root
@@ -186,7 +184,7 @@ def cmd_record(args) -> int:
 
 
 def _common(p):
-    _robot_args(p)
+    robot_args(p)
     p.add_argument("--goal", required=True, help="joint goal (nq numbers, comma/space separated)")
     p.add_argument("--q0", help="start configuration (default: neutral, moved inside the limits)")
     p.add_argument("--ticks", type=int, default=2000, help="control ticks (default 2000)")

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from caliper_jax.cli_core import _load, _robot_args, parse_vector
+from caliper_jax.cli.common import emit, load_robot, parse_vector, robot_args
 from caliper_jax.errors import CaliperError
 
 ROW_FORMATS = (".json", ".npz", ".csv")
@@ -181,13 +181,12 @@ def write_rows(path: str, rows, names) -> None:
 
 
 def cmd_move(args) -> int:
-    from caliper_jax.cli import emit
     from caliper_jax.motion.path_metrics import dof_names
     from caliper_jax.motion.trajectory import sample_at, uniform_times
 
     if args.out:
         _row_format(args.out)
-    model = _load(args)
+    model = load_robot(args)
     plan = plan_move(model, args)
     duration = float(plan.trajectory.duration)
     rows = sample_at(plan.trajectory, uniform_times(duration, args.dt))
@@ -237,7 +236,6 @@ def collision_findings(model, args, times, q) -> list:
 
 
 def cmd_report(args) -> int:
-    from caliper_jax.cli import emit
     from caliper_jax.motion.path_metrics import lint_model_path
     from caliper_jax.motion.trajectory import sample_at
     from doctors.trajectory import ERROR, WARNING, format_report, sort_findings
@@ -246,7 +244,7 @@ def cmd_report(args) -> int:
         raise CaliperError(f"--samples must be >= 2, got {args.samples}")
     if args.clearance is not None and not (np.isfinite(args.clearance) and args.clearance >= 0):
         raise CaliperError(f"--clearance must be >= 0 (0 disables T009), got {args.clearance}")
-    model = _load(args)
+    model = load_robot(args)
     plan = plan_move(model, args)
     duration = float(plan.trajectory.duration)
     times = np.linspace(0.0, duration, args.samples * plan.segments)
@@ -271,7 +269,7 @@ def cmd_report(args) -> int:
 # ---- parsers ----------------------------------------------------------------------------------------
 
 def _move_args(p):
-    _robot_args(p)
+    robot_args(p)
     p.add_argument("--goal", action="append", default=None,
                    help="joint goal (nq numbers); repeat for a multi-segment MOVE_J")
     p.add_argument("--target",

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 
 # Modules that contribute subcommands, in help order.
 SUBCOMMAND_MODULES = (
-    "caliper_jax.cli_core",
-    "caliper_jax.cli_control",
-    "caliper_jax.cli_ik",
-    "caliper_jax.cli_plan",
-    "caliper_jax.cli_motion",
-    "doctors.asset.cli",
-    "caliper_jax.dataset.cli",
-    "mjx_backend.cli",
+    "caliper_jax.cli.core",
+    "caliper_jax.cli.control",
+    "caliper_jax.cli.ik",
+    "caliper_jax.cli.plan",
+    "caliper_jax.cli.motion",
+    "caliper_jax.cli.doctor",
+    "caliper_jax.cli.data",
+    "caliper_jax.cli.contact",
 )
 
 
@@ -35,14 +34,6 @@ def build_parser() -> argparse.ArgumentParser:
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
-
-
-def emit(args: argparse.Namespace, report: dict, text: str) -> None:
-    """Print ``report`` as JSON when ``--json`` was given, else the human ``text``."""
-    if getattr(args, "json", False):
-        print(json.dumps(report, indent=2, sort_keys=False, allow_nan=False))
-    else:
-        print(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,5 +56,3 @@ def main(argv: list[str] | None = None) -> int:
         return 3
 
 
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 
+from caliper_jax.cli.common import emit, parse_vector
 from caliper_jax.errors import CaliperError
 
 
@@ -94,7 +95,6 @@ def _model(args):
 
 
 def cmd_mjcf(args) -> int:
-    from caliper_jax.cli import emit
     from mjx_backend.mjcf import model_to_mjcf
 
     model = _model(args)
@@ -122,7 +122,6 @@ def cmd_mjcf(args) -> int:
 
 def run_contact_sim(args) -> tuple[dict, str]:
     """Hold the start pose (servos) or apply zero torque for ``--duration`` on the CPU backend."""
-    from caliper_jax.cli_core import parse_vector
     from mjx_backend.cpu import MujocoBackend
 
     if not (np.isfinite(args.duration) and args.duration > 0):
@@ -148,7 +147,6 @@ def run_contact_sim(args) -> tuple[dict, str]:
 
 
 def cmd_contact_sim(args) -> int:
-    from caliper_jax.cli import emit
 
     report, text = run_contact_sim(args)
     emit(args, report, text)
@@ -156,8 +154,6 @@ def cmd_contact_sim(args) -> int:
 
 
 def cmd_contact_lint(args) -> int:
-    from caliper_jax.cli import emit
-    from caliper_jax.cli_core import parse_vector
     from mjx_backend.lint import contact_lint
 
     model = _model(args)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from caliper_jax.cli import emit
+from caliper_jax.cli.common import emit
 from caliper_jax.errors import CaliperError
 from doctors.asset.checks import diagnose
 from doctors.asset.repair import DEFAULT_DENSITY, FIXES, repair

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from caliper_jax.cli_core import _configuration, _load, _robot_args, parse_vector
+from caliper_jax.cli.common import configuration, emit, load_robot, parse_vector, robot_args
 from caliper_jax.errors import CaliperError
 
 
@@ -32,11 +32,10 @@ def _names(text):
 
 def cmd_ik(args) -> int:
     from caliper_jax import api
-    from caliper_jax.cli import emit
     from caliper_jax.ik import api as ik_api
     from caliper_jax.ik.poses import LAYOUT, parse_pose_text, pose_from_position
 
-    model = _load(args)
+    model = load_robot(args)
     if (args.target is None) == (args.position is None):
         raise CaliperError("give exactly one of --target (16 numbers, row-major 4x4) or --position x,y,z")
     if args.target is not None:
@@ -77,11 +76,10 @@ def cmd_ik(args) -> int:
 # ---- analyze ------------------------------------------------------------------------------
 
 def cmd_analyze(args) -> int:
-    from caliper_jax.cli import emit
     from caliper_jax.ik import api as ik_api
 
-    model = _load(args)
-    q = _configuration(model, args.joints)
+    model = load_robot(args)
+    q = configuration(model, args.joints)
     out = ik_api.analyze(model, q, frame=args.frame)
     report = {
         "robot": model.name, "frame": out["frame"], "q": q.tolist(),
@@ -161,10 +159,9 @@ def _need(data, keys, mode):
 
 def cmd_calibrate(args) -> int:
     from caliper_jax import calibration
-    from caliper_jax.cli import emit
     from caliper_jax.ik import api as ik_api
 
-    model = _load(args)
+    model = load_robot(args)
     data = load_calibration_data(args.data)
     mode = args.mode
     if mode == "dynamic":
@@ -237,7 +234,7 @@ def cmd_calibrate(args) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ik", help="inverse kinematics to a pose (row-major 4x4, as fk prints) or a point")
-    _robot_args(p)
+    robot_args(p)
     p.add_argument("--target",
                    help="T_world_frame as 16 numbers, row by row (a pasted fk --json matrix works)")
     p.add_argument("--position", help="x,y,z: position-only target (orientation free)")
@@ -252,13 +249,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("analyze",
                        help="singularity metrics: singular values, manipulability, escape direction")
-    _robot_args(p)
+    robot_args(p)
     p.add_argument("--joints", help="joint positions (nq numbers; default neutral)")
     p.add_argument("--frame", help="frame whose Jacobian is analysed (default: the tool frame)")
     p.set_defaults(func=cmd_analyze)
 
     p = sub.add_parser("calibrate", help="joint-offset / kinematic calibration, dynamic identification")
-    _robot_args(p)
+    robot_args(p)
     p.add_argument("--data", required=True,
                    help=".npz or .json with q (N, nq) and T (N, 4, 4 row-major) [frame]; "
                         "dynamic: q, qd, qdd, tau")

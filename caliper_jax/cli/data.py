@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from caliper_jax.cli.common import emit
 from caliper_jax.dataset import atomic, edit
 from caliper_jax.dataset.reader import LeRobotReader
 
@@ -43,7 +44,6 @@ def register(subparsers) -> None:
 
 
 def _emit(args, report: dict, text: str) -> int:
-    from caliper_jax.cli import emit
 
     emit(args, report, text)
     return 0
