@@ -32,13 +32,21 @@ _export(".integrators", "step", "simulate")
 _export(".control", "ControlLoop", "ControlParams", "SafetyParams", "Setpoint", "control_params",
         "safety_params", "computed_torque")
 _export(".backend.native", "NativeBackend")
-_export(".ik", "ik", "ik_position", "analytic_ik", "analyze", "IKOptions", "IKSolution")
+_export(".ik", "ik_position", "analytic_ik", "analyze", "IKOptions", "IKSolution")
 _export(".motion", "MotionLimits", "CartesianLimits", "move_j", "move_l", "move_c", "retime_waypoints",
         "topp", "topp_ra_spline", "topp_torque", "path_metrics", "lint_model_path")
 _export(".calibration", "calibrate_joint_offsets", "calibrate_kinematics", "identify_dynamics")
 
 
+# public subpackages exported under their own name. ``ik`` is the package ``caliper_jax.ik``, which
+# is callable (``cj.ik(model, T)`` is ``caliper_jax.ik.ik(model, T)``): exporting the bare function
+# under the subpackage's name made ``cj.ik`` the function or the module depending on import order.
+_SUBPACKAGES = ("ik",)
+
+
 def __getattr__(name: str):
+    if name in _SUBPACKAGES:
+        return importlib.import_module("." + name, __name__)   # the import binds it in globals()
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'caliper_jax' has no attribute {name!r}")
@@ -48,4 +56,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBPACKAGES))

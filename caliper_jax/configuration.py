@@ -107,14 +107,26 @@ def _se3_exp_translation(w, v):
     return v + a * cross(w, v) + b * cross(w, cross(w, v))
 
 
+def _one_dof(model: Model):
+    """(q addresses, v addresses) of the independent 1-dof joints, as index arrays: they are
+    updated in one op, not one per joint (a chain of 1000 links otherwise traces 1000 updates)."""
+    pairs = [(qa, va) for _, jtype, qa, va in _independent(model) if jtype in ("revolute", "prismatic")]
+    return tuple(np.array(x, dtype=np.int64) for x in zip(*pairs, strict=True)) if pairs else None
+
+
 def integrate_pos(model: Model, q, v, dt=1.0):
     """q (+) v*dt on the configuration manifold; v is in the joints' local frames."""
     dv = v * dt
+    one = _one_dof(model)
+    if one is not None and len(one[0]) == model.nq == model.nv:
+        return (q + dv).astype(q.dtype)                  # one coordinate per dof, in order
     out = q + jnp.zeros_like(q)
+    if one is not None:
+        out = out.at[one[0]].set(q[one[0]] + dv[one[1]])
     for _, jtype, qa, va in _independent(model):
         if jtype in ("revolute", "prismatic"):
-            out = out.at[qa].set(q[qa] + dv[va])
-        elif jtype == "ball":
+            continue
+        if jtype == "ball":
             out = out.at[qa:qa + 4].set(_unit(quat_mul(q[qa:qa + 4], quat_exp(dv[va:va + 3]))))
         else:  # free: T <- T exp([v; w]) with the twist in the body frame
             quat = q[qa + 3:qa + 7]
@@ -127,10 +139,13 @@ def integrate_pos(model: Model, q, v, dt=1.0):
 def difference_pos(model: Model, q0, q1):
     """The velocity v (nv,) with integrate_pos(q0, v) == q1 (the shortest one)."""
     out = jnp.zeros(model.nv, dtype=q0.dtype)
+    one = _one_dof(model)
+    if one is not None:
+        out = out.at[one[1]].set(q1[one[0]] - q0[one[0]])
     for _, jtype, qa, va in _independent(model):
         if jtype in ("revolute", "prismatic"):
-            out = out.at[va].set(q1[qa] - q0[qa])
-        elif jtype == "ball":
+            continue
+        if jtype == "ball":
             rel = quat_mul(quat_conj(_unit(q0[qa:qa + 4])), _unit(q1[qa:qa + 4]))
             out = out.at[va:va + 3].set(quat_log(rel))
         else:

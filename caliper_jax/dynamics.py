@@ -10,15 +10,15 @@ from __future__ import annotations
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
-from caliper_jax import lanes
+from caliper_jax import lanes, levels
 from caliper_jax.configuration import armature_full, expand_q, expand_v, reduce_force
 from caliper_jax.kinematics import (
     body_accelerations,
     body_poses,
     body_velocities,
     joint_placements,
-    masked_sum,
     motion_axes,
+    subtree_sum,
     tables,
 )
 from caliper_jax.model import Model
@@ -75,8 +75,8 @@ def _rnea_reference(model: Model, q, v, a, f_ext=None, gravity=None):
     f = _inertia_apply(*inertia, A) + _force_cross(V, _inertia_apply(*inertia, V))
     if f_ext is not None:
         f = f - _external_world(Rw, pw, f_ext)
-    support, dof_body, _ = tables(model)
-    F = masked_sum(model, f, support.T)                       # subtree sums (nbody, 6)
+    dof_body = tables(model)[1]
+    F = subtree_sum(model, f)                                 # subtree sums (nbody, 6)
     tau_full = jnp.sum(xi * F[dof_body], axis=-1) + armature_full(model) * a_full
     del q_full
     return reduce_force(model, tau_full)
@@ -130,11 +130,14 @@ def _crba_reference(model: Model, q):
     mass, h, I_o = _world_inertias(model, Rw, pw)
     support, dof_body, _ = tables(model)
     packed = jnp.concatenate([mass[:, None], h, I_o.reshape(model.nbody, 9)], axis=1)
-    Ic = masked_sum(model, packed, support.T)                                  # composite inertias
+    Ic = subtree_sum(model, packed)                                            # composite inertias
     Ic_mass, Ic_h, Ic_I = Ic[:, 0], Ic[:, 1:4], Ic[:, 4:].reshape(model.nbody, 3, 3)
     Y = _inertia_apply(Ic_mass[dof_body], Ic_h[dof_body], Ic_I[dof_body], xi)  # (nv_full, 6)
     G = xi @ Y.T                                                               # xi_j . Ic_k xi_k
-    above = jnp.asarray(support[dof_body][:, dof_body].T)                      # body(j) supports body(k)
+    if levels.use_levels(model):       # body(j) supports body(k): from two index vectors (deep trees)
+        above = levels.ancestor_mask(levels.schedule(model), dof_body, dof_body)
+    else:                              # or from the static table
+        above = jnp.asarray(support[dof_body][:, dof_body].T)
     M = jnp.where(above, G, jnp.where(above.T, G.T, 0.0))
     M = M + jnp.diag(armature_full(model))
     return _full_to_reduced_matrix(model, M)
@@ -148,8 +151,10 @@ mass_matrix = crba
 
 def solve_spd(M, b):
     """x (n,) = M^-1 b for a symmetric positive-definite M (n, n), e.g. the mass matrix, by
-    Cholesky. Under ``jax.vmap`` (at least 64 systems) it runs an unrolled lane kernel; derivatives
-    come from ``jax.scipy.linalg.cho_solve``."""
+    Cholesky. Under ``jax.vmap`` (at least 64 systems, n <= ``lanes.MAX_UNROLLED_SOLVE``) it runs
+    an unrolled lane kernel; derivatives come from ``jax.scipy.linalg.cho_solve``."""
+    if M.shape[-1] > lanes.MAX_UNROLLED_SOLVE:
+        return jsl.cho_solve(jsl.cho_factor(M), b)
     return _solve_spd_lanes(None, M, b)
 
 
@@ -203,8 +208,10 @@ def motion_subspace(model: Model, body: int):
 def aba(model: Model, q, v, tau, f_ext=None, gravity=None):
     """Forward dynamics qdd (nv,) by the articulated-body algorithm, O(n).
 
-    Models with mimic joints (a coupling ABA cannot express) use CRBA + Cholesky instead."""
-    if model.has_mimic:
+    Models with mimic joints (a coupling ABA cannot express) and deep trees (``levels.use_levels``:
+    this recursion is unrolled per body, so its compile time grows with the depth) use CRBA +
+    Cholesky instead."""
+    if model.has_mimic or levels.use_levels(model):
         return forward_dynamics_cholesky(model, q, v, tau, f_ext=f_ext, gravity=gravity)
     Rs, ps = joint_placements(model, q)
     mass = model.body_mass

@@ -7,3 +7,7 @@ class CaliperError(ValueError):
 
 class ModelError(CaliperError):
     """A robot description that cannot be turned into a Model."""
+
+
+class NotFoundError(CaliperError):
+    """A named thing (robot, file, frame) that does not exist; the message lists close names."""

@@ -10,13 +10,17 @@ computed for all bodies at once; only the composition of world poses walks the t
 then expressed with *world-origin spatial axes* ``xi`` (one 6-vector per dof), so velocities and
 accelerations of every body are masked sums over their supporting dofs -- a few batched ops,
 not a recursion.
+
+Deep or large trees (more than ``levels.MAX_UNROLLED_BODIES`` bodies or
+``levels.MAX_UNROLLED_DEPTH`` levels) replace the unrolled walk and the dense masks by level walks
+in one ``lax.scan`` (:mod:`caliper_jax.levels`), so compile time stays flat in the depth.
 """
 from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
 
-from caliper_jax import lanes
+from caliper_jax import lanes, levels
 from caliper_jax.configuration import expand_q, expand_v, reduce_force
 from caliper_jax.model import Model, tables
 from caliper_jax.spatial import axis_angle_to_R, cross, homogeneous, mm, mtv, mv, quat_to_R
@@ -52,7 +56,10 @@ def compose_world(model: Model, R_local, p_local):
 
     Each body is written into the output in place (a dynamic-update-slice): building the result
     with ``stack`` instead lets XLA's CPU backend fuse the whole chain into one concatenate and
-    recompute it per element (1.7x slower on panda)."""
+    recompute it per element (1.7x slower on panda). Deep or large trees
+    (``levels.use_levels``) walk level by level in one ``lax.scan`` instead."""
+    if levels.use_levels(model):
+        return levels.compose_down(levels.schedule(model), R_local, p_local)
     Rw, pw = R_local, p_local
     for i, parent in enumerate(model.body_parent):
         if parent >= 0:
@@ -156,9 +163,28 @@ def masked_sum(model: Model, x, mask=None):
     return (x.reshape(-1) @ jnp.asarray(K, x.dtype)).reshape(mask.shape[0], c)
 
 
+def support_sum(model: Model, x):
+    """out[i] = sum of the rows x[k] (nv_full, c) of the dofs that move body i (its own and its
+    ancestors'): ``masked_sum`` with ``dof_support``, or a level walk for deep trees."""
+    if not levels.use_levels(model):
+        return masked_sum(model, x)
+    per_body = x
+    if model.nv_full != model.nbody:                     # multi-dof joints: sum each body's dofs
+        per_body = jnp.zeros((model.nbody,) + x.shape[1:], x.dtype).at[tables(model)[1]].add(x)
+    return levels.accumulate_down(levels.schedule(model), per_body)
+
+
+def subtree_sum(model: Model, x):
+    """out[i] = sum of the rows x[k] (nbody, c) over body i and its descendants: ``masked_sum``
+    with ``support.T``, or a level walk for deep trees."""
+    if levels.use_levels(model):
+        return levels.accumulate_up(levels.schedule(model), x)
+    return masked_sum(model, x, tables(model)[0].T)
+
+
 def body_velocities(model: Model, xi, v_full):
     """Spatial velocity of every body (nbody, 6) at the world origin, world axes."""
-    return masked_sum(model, xi * v_full[:, None])
+    return support_sum(model, xi * v_full[:, None])
 
 
 def body_accelerations(model: Model, xi, V, v_full, a_full, a_base=None):
@@ -166,7 +192,7 @@ def body_accelerations(model: Model, xi, V, v_full, a_full, a_base=None):
     linear acceleration of the world (``-gravity`` for dynamics)."""
     _, dof_body, _ = tables(model)
     xi_dot = motion_cross(V[dof_body], xi)
-    A = masked_sum(model, xi * a_full[:, None] + xi_dot * v_full[:, None])
+    A = support_sum(model, xi * a_full[:, None] + xi_dot * v_full[:, None])
     if a_base is not None:
         A = A + jnp.concatenate([a_base, jnp.zeros(3, A.dtype)])
     return A

@@ -19,15 +19,22 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
+from caliper_jax import levels
 from caliper_jax.configuration import armature_full, expand_q, mimic_scale
 from caliper_jax.model import Model, tables
 
 MIN_BATCH = 64         # smaller batches keep the reference vmap path (one compile fewer)
+#: larger systems keep the vmapped cho_solve: the unrolled solve's program grows as n^2 (compile,
+#: vmapped, float32, loaded 2-core host: n = 16 6 s, 32 20 s, 64 81 s)
+MAX_UNROLLED_SOLVE = 24
 
 
 def supports(model: Model) -> bool:
-    """True when the lane kernel covers this model (revolute/prismatic joints only)."""
-    return model.nbody > 0 and all(t in ("revolute", "prismatic") for t in model.jnt_type)
+    """True when the lane kernel covers this model: revolute/prismatic joints only, and not a
+    deep tree (``levels.use_levels``: the kernels unroll the walk and the ancestor sums, so their
+    program grows as nbody x depth; such models run the vmapped level walk instead)."""
+    return (model.nbody > 0 and all(t in ("revolute", "prismatic") for t in model.jnt_type)
+            and not levels.use_levels(model))
 
 
 def _is_revolute(model: Model):

@@ -30,10 +30,18 @@ def read_description(robot: str | Path, *, floating: bool | None = None, mimic: 
     if path.suffix.lower() in MJCF_SUFFIXES:
         if floating:
             raise ModelError(f"{path}: floating= applies to URDF; declare a <freejoint/> in the MJCF")
-        return read_mjcf(path)
+        return _within_budget(read_mjcf(path))
     if path.suffix.lower() == ".xacro":
         raise ModelError(f"{path}: expand the xacro first (caliper doctor {path} --repair writes a URDF)")
-    return read_urdf(path, floating=bool(floating), mimic=mimic, mesh_roots=mesh_roots)
+    return _within_budget(read_urdf(path, floating=bool(floating), mimic=mimic, mesh_roots=mesh_roots))
+
+
+def _within_budget(desc: RobotDescription) -> RobotDescription:
+    """The chain-length budget (``CALIPER_MAX_BODIES``), checked before the model tables are built."""
+    from caliper_jax import limits
+
+    limits.check("bodies", len(desc.bodies), f"{desc.source}: moving bodies (joints)")
+    return desc
 
 
 def load(robot: str | Path, *, floating: bool | None = None, mimic: bool = True, dtype=None,

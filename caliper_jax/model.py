@@ -254,14 +254,16 @@ def stack_models(models) -> Model:
 # ---- static tables (built once per topology) -------------------------------------------------
 
 @lru_cache(maxsize=256)
-def _tables(body_parent: tuple, jnt_type: tuple, body_vadr: tuple, nv_full: int):
+def _tables(body_parent: tuple, jnt_type: tuple, body_vadr: tuple, nv_full: int, x64: bool):
     nbody = len(body_parent)
-    support = np.zeros((nbody, nbody), dtype=bool)          # support[i, k]: k is i or an ancestor
-    for i in range(nbody):
-        k = i
-        while k >= 0:
-            support[i, k] = True
-            k = body_parent[k]
+    parent = np.asarray(body_parent, dtype=np.int64).reshape(nbody)
+    support = np.eye(nbody, dtype=bool)                      # support[i, k]: k is i or an ancestor
+    rows, anc = np.arange(nbody), parent
+    while len(rows):                                         # every body one level up per pass
+        live = anc >= 0                                      # (depth passes, not nbody x depth)
+        rows, anc = rows[live], anc[live]
+        support[rows, anc] = True
+        anc = parent[anc]
     dof_body = np.zeros(nv_full, dtype=np.int64)
     for i, jtype in enumerate(jnt_type):
         dof_body[body_vadr[i]:body_vadr[i] + JOINT_NV[jtype]] = i
@@ -270,8 +272,13 @@ def _tables(body_parent: tuple, jnt_type: tuple, body_vadr: tuple, nv_full: int)
 
 
 def tables(model: Model):
-    """(support (nbody, nbody), dof_body (nv_full,), dof_support (nbody, nv_full)) as NumPy."""
-    return _tables(model.body_parent, model.jnt_type, model.body_vadr, model.nv_full)
+    """(support (nbody, nbody), dof_body (nv_full,), dof_support (nbody, nv_full)) as NumPy.
+
+    One set of arrays per ``jax_enable_x64`` setting: JAX can replay a NumPy index array first
+    traced with x64 off as an int32 constant inside a later float64 trace ("lax.add requires
+    arguments to have the same dtypes, got int32, int64"), so the arrays are not shared."""
+    return _tables(model.body_parent, model.jnt_type, model.body_vadr, model.nv_full,
+                   bool(jax.config.jax_enable_x64))
 
 
 __all__ = ["Model", "Geom", "build_model", "default_dtype", "model_in_axes", "stack_models", "tables"]

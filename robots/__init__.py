@@ -4,11 +4,12 @@
 """
 from __future__ import annotations
 
+import difflib
 import importlib.metadata
 from functools import lru_cache
 from pathlib import Path
 
-from caliper_jax.errors import CaliperError
+from caliper_jax.errors import CaliperError, NotFoundError
 
 FIXTURE_DIR = Path(__file__).resolve().parent
 FIXTURES = ("pendulum2", "collide_arm", "gripper_arm", "toy")
@@ -63,8 +64,16 @@ def names() -> list[str]:
     return out
 
 
+def canonical(name: str) -> str:
+    """A registry name matched case-insensitively (``Panda`` -> ``panda``); else ``name`` unchanged."""
+    if name in FIXTURES or name in ALIASES:
+        return name
+    return next((known for known in (*FIXTURES, *ALIASES) if known.lower() == name.lower()), name)
+
+
 def resolve(name: str) -> Path:
-    """A registry name -> the robot description file."""
+    """A registry name (any case) -> the robot description file."""
+    name = canonical(name)
     if name in FIXTURES:
         return fixture_path(name)
     root = example_robot_data_dir()
@@ -72,16 +81,20 @@ def resolve(name: str) -> Path:
         if root is None:
             raise CaliperError(
                 f"robot {name!r} comes from example-robot-data, which is not installed "
-                "(pip install example-robot-data)")
+                "(it is a dependency of caliper-jax: pip install example-robot-data)")
         rel = ALIASES.get(name)
         if rel is not None and (root / rel).is_file():
             return root / rel
-        matches = sorted(root.rglob(f"{name}.urdf"))
+        # a bare name only: rglob refuses absolute patterns, and a path is not a registry name
+        matches = sorted(root.rglob(f"{name}.urdf")) if name and Path(name).name == name else []
         if matches:
             return matches[0]
-    known = ", ".join(names())
-    raise CaliperError(f"unknown robot {name!r}: not a file and not a registry name (known: {known})")
+    known = names()
+    close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    raise NotFoundError(f"unknown robot {name!r}: not a file and not a registry name "
+                        f"({hint}known: {', '.join(known)})")
 
 
 def is_floating(name: str) -> bool:
-    return name in FLOATING
+    return canonical(name) in FLOATING

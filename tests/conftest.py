@@ -2,7 +2,14 @@
 
 Tests run at the user's default precision, float32. A test that compares against a float64
 reference opts in with ``@pytest.mark.x64`` (or the ``x64`` fixture): float64 is on for that test
-only and restored afterwards. Compiled functions are cached per robot so each compiles once.
+only and restored afterwards; ``pytestmark = pytest.mark.x64`` turns a whole reference module,
+module-scoped fixtures included, to float64. Module- and session-scoped fixtures shared by float32
+and x64 tests are built at the default precision, so models that must be float64 say so
+(``load(name, dtype=jnp.float64)`` inside the x64 test, or ``model.astype``). Compiled functions are
+cached per robot so each compiles once.
+
+``slow`` tests (``-m slow``) are excluded by pyproject's addopts; each covers a capability that a
+faster default test also exercises.
 """
 import jax
 import pytest
@@ -20,17 +27,45 @@ def x64():
         yield
 
 
-@pytest.fixture(autouse=True)
-def _x64_marker(request):
-    if request.node.get_closest_marker("x64") is None:
+def _module_marked_x64(module) -> bool:
+    marks = getattr(module, "pytestmark", [])
+    return any(m.name == "x64" for m in (marks if isinstance(marks, list) else [marks]))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _x64_module(request):
+    """A module marked x64 as a whole (``pytestmark``) builds its module-scoped fixtures in float64
+    too; a module with only some x64 tests builds shared fixtures at the default precision."""
+    if not _module_marked_x64(request.module):
         yield
         return
     with jax.enable_x64(True):
         yield
 
 
+@pytest.fixture(autouse=True)
+def _x64_marker(request):
+    # The CLI's load_robot flips jax_enable_x64 on globally (a command line runs in float64): undo
+    # that after each test so one in-process CLI test cannot switch the rest of the session to float64.
+    before = jax.enable_x64.get_global()
+    try:
+        if request.node.get_closest_marker("x64") is None:
+            yield
+        else:
+            with jax.enable_x64(True):
+                yield
+    finally:
+        if jax.enable_x64.get_global() != before:
+            jax.config.update("jax_enable_x64", before)
+
+
 @pytest.fixture(scope="session")
 def fixture_models():
+    """The fixture robots at the user's default precision, float32 (explicit: this session-scoped
+    fixture may first be built inside an x64 test). Load float64 copies where a test needs them."""
+    import jax.numpy as jnp
+
     from caliper_jax.loading import load
 
-    return {name: load(name) for name in ("pendulum2", "collide_arm", "gripper_arm", "toy")}
+    names = ("pendulum2", "collide_arm", "gripper_arm", "toy")
+    return {name: load(name, dtype=jnp.float32) for name in names}

@@ -135,7 +135,9 @@ def test_repair_combines_rotated_offset_geometries(tmp_path):
 
 @pytest.fixture(scope="module")
 def trimesh():
-    return pytest.importorskip("trimesh")
+    import trimesh  # a dependency (the mesh loader)
+
+    return trimesh
 
 
 def trimesh_shapes(trimesh):

@@ -31,7 +31,7 @@ def test_contract_surface_and_initial_state(backend):
     st = backend.state()
     assert st.tick == 0 and st.time == 0.0 and not st.enabled and not st.estopped
     assert st.mode is ControlMode.POSITION
-    np.testing.assert_array_equal(st.q, Q0)
+    np.testing.assert_array_equal(st.q, np.float32(Q0))        # Q0 as the float32 model holds it
     assert np.all(st.v == 0) and np.all(st.effort == 0)
 
 
@@ -69,13 +69,13 @@ def test_reset_restores_the_full_state_and_replays_identically(backend):
     assert np.all(np.abs(first[-1].effort) <= 20.0) and first[-1].effort[1, 1] == 20.0
     st = backend.reset()
     assert st.tick == 0 and not st.enabled and st.mode is ControlMode.POSITION
-    np.testing.assert_array_equal(st.q, Q0)
+    np.testing.assert_array_equal(st.q, np.float32(Q0))
     assert np.all(st.v == 0) and np.all(st.effort == 0)
     again = drive()
     for a, b in zip(first, again, strict=True):
         assert np.array_equal(a.q, b.q) and np.array_equal(a.v, b.v) and np.array_equal(a.effort, b.effort)
     backend.reset(q=[0.1, 0.1], v=[[0.0, 1.0], [0.0, 0.0]])
-    np.testing.assert_array_equal(backend.state().q, [[0.1, 0.1]] * 2)
+    np.testing.assert_array_equal(backend.state().q, np.float32([[0.1, 0.1]] * 2))
     assert backend.state().v[0, 1] == 1.0
 
 
@@ -106,7 +106,7 @@ def test_state_is_an_atomic_copy(backend):
     assert np.all(backend.state().q != 99.0)
     before = backend.state()
     backend.step(10 * H)
-    np.testing.assert_array_equal(before.q, Q0)
+    np.testing.assert_array_equal(before.q, np.float32(Q0))
 
 
 def test_batched_worlds_are_independent(backend):

@@ -19,7 +19,7 @@ def run(capsys, *argv):
 
 @pytest.fixture(scope="module")
 def pendulum():
-    return load("pendulum2")
+    return load("pendulum2", dtype=np.float32)      # checks the (float64) CLI to 1e-6 = 8 eps32 x 1 m
 
 
 @pytest.mark.parametrize("suffix", [".json", ".npz", ".csv"])

@@ -18,7 +18,8 @@ from caliper_jax.collision.geometry import Collider, convex_hull
 from caliper_jax.collision.pairs import Witness, certify
 from caliper_jax.collision.support import CODE, Shape
 
-pytestmark = pytest.mark.reference
+# float64 against MuJoCo; the float32 distances are checked in tests/test_collision_robot.py
+pytestmark = [pytest.mark.reference, pytest.mark.x64]
 
 CONVEX = ("sphere", "capsule", "box", "cylinder", "mesh")
 PER_COMBO = 16
@@ -146,8 +147,10 @@ def test_signed_distance_matches_mujoco(scenes, ours):
     worst = {}
     for (ka, kb, *_), e in zip(scenes, err, strict=True):
         worst[(ka, kb)] = max(worst.get((ka, kb), 0.0), e)
-    bad = {k: v for k, v in worst.items() if v > 1e-6}
-    assert not bad, f"pairs off by more than 1e-6: {bad}"
+    # measured worst 3.2e-11 (cylinder pairs: MuJoCo's own ccd_tolerance 1e-12 iterations and our EPA
+    # on curved cores), 1e-16 elsewhere; 1e-9 keeps a 30x margin
+    bad = {k: v for k, v in worst.items() if v > 1e-9}
+    assert not bad, f"pairs off by more than 1e-9: {bad}"
     assert np.mean(ref < 0) > 0.2 and np.mean(ref > 0) > 0.2   # both regimes exercised
 
 

@@ -15,9 +15,19 @@ from caliper_jax.loading import load
 from caliper_jax.motion import MotionLimits, move_j
 
 TICKS = 2000
-GOALS = {
-    "pendulum2": ([0.0, 0.0], [0.5, -0.4], 1e-6),
-    "gripper_arm": ([0.0, 0.0, 0.0], [0.6, -0.5, 0.03], 1e-5),
+EPS32 = float(np.finfo(np.float32).eps)
+
+
+def settle_floor(q, kp=100.0, kd=20.0, h=1e-3):
+    """float32 floor of a settled position error: q stops moving once the step h*v is below half an
+    ulp of q, and near the target v ~ (kp/kd) e, so e can stall at up to ulp(q) kd / (2 kp h)
+    (~6e-6 rad at q = 0.5); eps*|q| kd / (kp h) is that bound with a factor 2 margin."""
+    return EPS32 * float(np.max(np.abs(q))) * kd / (kp * h)
+
+
+GOALS = {   # (q0, goal, tolerance on the final position)
+    "pendulum2": ([0.0, 0.0], [0.5, -0.4], settle_floor([0.5, -0.4])),          # measured 1.3e-6
+    "gripper_arm": ([0.0, 0.0, 0.0], [0.6, -0.5, 0.03], settle_floor([0.6, -0.5, 0.03])),
     "panda": ([0.0, -0.3, 0.0, -2.0, 0.0, 1.6, 0.8, 0.01],
               [0.4, 0.2, -0.3, -1.5, 0.3, 1.9, 0.2, 0.035], 2e-3),
 }
@@ -26,7 +36,7 @@ GOALS = {
 @pytest.fixture(scope="module")
 def models(fixture_models):
     return {"pendulum2": fixture_models["pendulum2"], "gripper_arm": fixture_models["gripper_arm"],
-            "panda": load("panda")}
+            "panda": load("panda", dtype=jnp.float32)}
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +79,13 @@ def _discrete_error(e0, kp, kd, h, n):
     return np.array(out)
 
 
-@pytest.mark.parametrize("kd", [20.0, 10.0])       # critically damped / underdamped (zeta = 0.5)
+@pytest.mark.parametrize("kd", [20.0, pytest.param(10.0, marks=pytest.mark.x64)])
 def test_pendulum_matches_closed_form_decoupled_error_dynamics(models, goal_runs, kd):
+    """Critically damped in float32 (the goal runs' compiled scan); underdamped (zeta = 0.5) in
+    float64, where the loop equals the decoupled discrete system to 1e-12."""
     m, kp, h = models["pendulum2"], 100.0, 1e-3
+    x64 = bool(jax.config.jax_enable_x64)
+    m = m.astype(jnp.float64) if x64 else m
     target, q0 = np.array([0.35, -0.25]), np.array([0.25, -0.1])
     params = control.control_params(m, kp=kp, kd=kd, dt=h)
     safety = control.safety_params(m, h, vmax=np.inf)           # no rate limit: a pure step response
@@ -79,8 +93,10 @@ def test_pendulum_matches_closed_form_decoupled_error_dynamics(models, goal_runs
     assert r.warnings() == {} and np.all(np.abs(r.tau) < 20.0)  # unsaturated throughout
     e = target - r.q                                              # (T, 2), e(t_k) at tick k
     e0 = target - q0
-    # 1. the loop is exactly the decoupled discrete system (both joints, to rounding)
-    np.testing.assert_allclose(e, _discrete_error(e0, kp, kd, h, TICKS), rtol=0, atol=1e-12)
+    # 1. the loop is exactly the decoupled discrete system (both joints, to rounding: float64
+    # measured ~1e-15; float32 at the settle floor of the targets, measured 1.3e-6)
+    atol = 1e-12 if x64 else settle_floor(target, kp, kd, h)
+    np.testing.assert_allclose(e, _discrete_error(e0, kp, kd, h, TICKS), rtol=0, atol=atol)
     # 2. and the closed-form continuous solution of e'' + kd e' + kp e = 0, to O(h)
     t = r.times[:, None]
     w = np.sqrt(kp)
@@ -147,8 +163,9 @@ def test_ik_goal_source_plugs_in_any_solver(models):
     T[:3, 3] = tip(q_goal)
     src = control.ik_goal_source(solve, T, np.zeros(2), MotionLimits.from_model(m))
     r = control.simulate(m, src, np.zeros(2), TICKS)
-    np.testing.assert_allclose(r.q_final, q_goal, atol=1e-6)
-    np.testing.assert_allclose(tip(r.q_final), T[:3, 3], atol=1e-6)
+    floor = settle_floor(q_goal)                                # float32, measured 2.8e-6
+    np.testing.assert_allclose(r.q_final, q_goal, atol=floor)
+    np.testing.assert_allclose(tip(r.q_final), T[:3, 3], atol=0.6 * floor)   # 0.6 m of arm
 
     class Failed:  # an IKResult-like object that did not converge: the move stays put
         q, success = jnp.array([jnp.nan, 0.0]), jnp.array(False)
@@ -176,7 +193,7 @@ def test_leader_follower_teleop(models, goal_runs):
     assert r.warnings() == {}
     lag = np.max(np.abs(r.q - leader.q))
     assert lag < 0.15                                        # no acceleration feed-forward from a leader
-    assert np.max(np.abs(r.q_final - leader.q[-1])) < 1e-6
+    assert np.max(np.abs(r.q_final - leader.q[-1])) < settle_floor(leader.q[-1])   # measured 3.9e-6
     # mapping: follower joint 0 copies leader joint 1, mirrored
     mapped = control.teleop_source(leader.q[:5], index=[1, 0], scale=[-1.0, 1.0], offset=[0.1, 0.0])
     sp = mapped.setpoint(jnp.int32(4), 0.0, jnp.zeros(2), jnp.zeros(2))

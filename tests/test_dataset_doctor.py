@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from caliper_jax import progress
 from caliper_jax.dataset import LeRobotWriter
 from caliper_jax.dataset.synthetic import TASKS, episode, features, write_synthetic
 from caliper_jax.dataset.video import have_pyav
 from doctors.dataset import RULES, DatasetNotReady, DoctorOptions, diagnose, guard
-from doctors.dataset.progress import Progress
 
 FPS, LENGTH = 30, 60
 IMAGE = (10, 10)
@@ -275,13 +275,19 @@ def test_markdown_report(tmp_path):
     )
 
 
-def test_progress_bar_only_when_asked():
+def test_progress_bar_only_when_asked(monkeypatch):
+    monkeypatch.delenv(progress.ENV, raising=False)
     out = io.StringIO()
-    bar = Progress(4, "doctor", enabled=True, stream=out)
+    bar = progress.bar(4, "doctor", enabled=True, stream=out)
     for _ in range(4):
-        bar.step()
+        bar.update()
     bar.close()
-    assert "100% (4/4)" in out.getvalue()
+    assert "100%" in out.getvalue() and "4/4" in out.getvalue()
     quiet = io.StringIO()
-    Progress(4, "doctor", stream=quiet).step()  # StringIO is not a TTY
+    progress.bar(4, "doctor", stream=quiet).update()  # StringIO is not a TTY
     assert quiet.getvalue() == ""
+    monkeypatch.setenv(progress.ENV, "1")  # forced on (what the CLI tests use)
+    forced = io.StringIO()
+    with progress.bar(4, "doctor", stream=forced) as bar:
+        bar.update(4)
+    assert "4/4" in forced.getvalue()

@@ -3,13 +3,14 @@
 fk output parsed as ik input silently solves the transposed pose, must not exist here)."""
 import json
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from caliper_jax import api as core_api
 from caliper_jax import cli
-from caliper_jax import ik as IK
 from caliper_jax.errors import CaliperError
+from caliper_jax.ik import analytic_ik, analyze
 from caliper_jax.ik.poses import as_poses, parse_pose_text
 from caliper_jax.loading import load
 
@@ -58,11 +59,12 @@ def test_ik_errors_are_one_line(capsys, argv, needle):
     assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.x64     # the command line computes in float64: compare with the API at the same precision
 def test_analyze_matches_the_api(capsys):
     q = "0.3,-1.2,1.0,-0.5,1.2,0.4"
     rc, out, _ = run(capsys, "analyze", ROBOT, "--joints", q, "--json")
     report = json.loads(out)
-    ref = IK.analyze(load(ROBOT), np.array([float(x) for x in q.split(",")]))
+    ref = analyze(load(ROBOT, dtype=jnp.float64), np.array([float(x) for x in q.split(",")]))
     assert rc == 0 and report["frame"] == "tool0" and report["rank"] == 6
     np.testing.assert_allclose(report["singular_values"], ref["singular_values"], rtol=1e-12)
     np.testing.assert_allclose(report["escape_direction"], ref["escape_direction"], rtol=1e-10, atol=1e-14)
@@ -70,9 +72,10 @@ def test_analyze_matches_the_api(capsys):
     assert rc == 0 and json.loads(out)["manipulability"] < 1e-12
 
 
+@pytest.mark.x64     # observations made in float64, as the float64 command line reads them
 def test_calibrate_from_npz_and_json(capsys, tmp_path):
-    # panda, 40 observations: the shapes of test_calibration's solve, so the compile is shared
-    model = load("panda")
+    # panda, 40 observations of the hand after planted joint offsets
+    model = load("panda", dtype=jnp.float64)
     rng = np.random.default_rng(0)
     lo, hi = np.asarray(model.qpos_lower), np.asarray(model.qpos_upper)
     qs = rng.uniform(lo, hi, (40, model.nq))
@@ -95,8 +98,9 @@ def test_calibrate_from_npz_and_json(capsys, tmp_path):
     assert rc == 2 and "no such file" in err
 
 
+@pytest.mark.x64     # torques made in float64, as the float64 command line reads them
 def test_calibrate_dynamic_mode(capsys, tmp_path):
-    model = load("pendulum2")
+    model = load("pendulum2", dtype=jnp.float64)
     rng = np.random.default_rng(1)
     q, qd, qdd = rng.uniform(-2, 2, (30, 2)), rng.normal(size=(30, 2)), rng.normal(size=(30, 2))
     tau = core_api.inverse_dynamics(model, q, qd, qdd)
@@ -122,9 +126,9 @@ def test_api_shapes_follow_the_batch():
     model = load(ROBOT)
     q = np.array([0.3, -1.2, 1.0, -0.5, 1.2, 0.4])
     T = core_api.fk(model, q)[model.frame_id("tool0")]
-    sol = IK.analytic_ik(model, np.broadcast_to(T, (200, 4, 4)))     # test_ik_analytic's shape
+    sol = analytic_ik(model, np.broadcast_to(T, (200, 4, 4)))     # test_ik_analytic's shape
     assert sol.q.shape == (200, 8, 6) and sol.valid.shape == (200, 8) and sol.frame == "tool0"
     toy = load("toy")
-    out = IK.analyze(toy, np.zeros((1, 2, toy.nq)))
+    out = analyze(toy, np.zeros((1, 2, toy.nq)))
     assert out["frame"] == "tool" and out["singular_values"].shape == (1, 2, toy.nv)
     assert out["ellipsoid_axes"].shape == (1, 2, 6, 6) and out["nullspace_projector"].shape == (1, 2, 2, 2)

@@ -1,6 +1,7 @@
 """MJX behind the same contract, kept tiny (two worlds, a two-link arm, a few steps): MJX
 compiles for tens of seconds on a CPU, so this module compiles its step function once."""
 import jax
+import mujoco.mjx  # noqa: F401  (mujoco-mjx is a dependency: a broken install fails here)
 import numpy as np
 import pytest
 
@@ -9,7 +10,6 @@ from mjx_backend.cpu import MujocoBackend
 from mjx_backend.layout import compile_scene
 from mjx_backend.randomize import RandomizationSpec, sample
 
-pytest.importorskip("mujoco.mjx")
 EYE = tuple(map(tuple, np.eye(3)))
 # sphere-tipped pendulum resting its tip on the ground in both worlds (about 1 mm and 0.3 mm deep)
 Q0 = np.array([[2.0, 0.0], [1.9, 0.2]])

@@ -51,7 +51,7 @@ def test_bad_urdf_gives_one_clear_error(text, needle):
 
 def test_dynamics_tags_limits_and_continuous_joints():
     desc = read_urdf_string(GOOD.format(extra='<dynamics damping="0.4" friction="0.2"/>'))
-    model = build_model(desc, dtype=jnp.float64)
+    model = build_model(desc, dtype=jnp.float32)
     assert model.nq == model.nv == 1
     np.testing.assert_allclose(model.dof_damping, [0.4])
     np.testing.assert_allclose(model.dof_friction, [0.2])
@@ -89,18 +89,19 @@ def test_mimic_joint_follows_its_source():
       <joint name="j2" type="revolute"><parent link="b"/><child link="c"/><origin xyz="0.3 0 0"/>
       <axis xyz="0 0 1"/><limit lower="-2" upper="2" effort="1" velocity="1"/>
       <mimic joint="j1" multiplier="-2" offset="0.1"/></joint></robot>"""
-    mim = build_model(read_urdf_string(text), dtype=jnp.float64)
-    free = build_model(read_urdf_string(text, mimic=False), dtype=jnp.float64)
+    mim = build_model(read_urdf_string(text), dtype=jnp.float32)
+    free = build_model(read_urdf_string(text, mimic=False), dtype=jnp.float32)
+    tol = 16 * float(jnp.finfo(jnp.float32).eps)          # float32, entries of order 1
     assert (mim.nq, free.nq) == (1, 2)
     q = jnp.array([0.7])
     qf = jnp.array([0.7, -2 * 0.7 + 0.1])
     np.testing.assert_allclose(kinematics.forward_kinematics(mim, q), kinematics.forward_kinematics(free, qf),
-                               atol=1e-12)
+                               atol=tol)
     G = jnp.array([[1.0], [-2.0]])  # d q_full / d q
-    np.testing.assert_allclose(dynamics.crba(mim, q), G.T @ dynamics.crba(free, qf) @ G, atol=1e-12)
+    np.testing.assert_allclose(dynamics.crba(mim, q), G.T @ dynamics.crba(free, qf) @ G, atol=tol)
     v, a = jnp.array([0.3]), jnp.array([-0.4])
     np.testing.assert_allclose(dynamics.rnea(mim, q, v, a), G.T @ dynamics.rnea(free, qf, G @ v, G @ a),
-                               atol=1e-12)
+                               atol=tol)
 
 
 MJCF = """<mujoco model="m"><option gravity="0 0 -9.81"/><worldbody>
@@ -117,6 +118,7 @@ MJCF = """<mujoco model="m"><option gravity="0 0 -9.81"/><worldbody>
     </body></body></worldbody></mujoco>"""
 
 
+@pytest.mark.x64           # against MuJoCo (float64) at 1e-9
 def test_mjcf_matches_mujoco(tmp_path):
     path = tmp_path / "m.xml"
     path.write_text(MJCF)

@@ -91,8 +91,9 @@ def test_is_a_pytree():
 
 
 def test_from_model_on_a_fixture_robot():
-    loading = pytest.importorskip("caliper_jax.loading", reason="model loader not available")
-    model = loading.load("gripper_arm")
+    from caliper_jax.loading import load
+
+    model = load("gripper_arm")
     lim = MotionLimits.from_model(model)
     np.testing.assert_allclose(lim.vmax, [5.0, 5.0, 0.5])
     np.testing.assert_allclose(lim.amax, [25.0, 25.0, 2.5])

@@ -3,6 +3,7 @@ sensors, and the CLI faces."""
 import json
 import warnings
 
+import mujoco
 import numpy as np
 import pytest
 
@@ -14,7 +15,6 @@ from mjx_backend.lint import SettleRecord, contact_lint, lint_record
 from mjx_backend.scene import Prop
 from mjx_backend.sensors import DepthCamera, Lidar
 
-mujoco = pytest.importorskip("mujoco")
 SOFT = dict(solref=(0.3, 1.0), solimp=(0.1, 0.2, 0.01), friction=(1.0, 0.005, 0.0001))
 
 

@@ -3,6 +3,7 @@ mass matrix, bias forces and forward dynamics against MuJoCo's on the generated 
 import xml.etree.ElementTree as ET
 
 import jax
+import mujoco
 import numpy as np
 import pytest
 
@@ -18,7 +19,6 @@ from mjx_backend.mjcf import model_to_mjcf, save_mjcf
 from mjx_backend.options import SimOptions
 from mjx_backend.scene import Prop
 
-mujoco = pytest.importorskip("mujoco")
 HAS_ERD = robots.example_robot_data_dir() is not None
 TOL = 1e-9
 
@@ -69,16 +69,21 @@ def _tree(doc):
     return ET.fromstring(doc.xml)
 
 
+def _numbers(text):
+    """An attribute's numbers (a float32 model writes "200", a float64 one "200.0")."""
+    return [float(x) for x in text.split()]
+
+
 def test_actuators_are_chosen_at_build_time(fixture_models):
     m = fixture_models["gripper_arm"]
     motor = _tree(model_to_mjcf(m, actuators="motor"))
     assert [a.tag for a in motor.find("actuator")] == ["motor"] * 3
-    assert motor.find("actuator/motor[@joint='j1']").get("ctrlrange") == "-200.0 200.0"
+    assert _numbers(motor.find("actuator/motor[@joint='j1']").get("ctrlrange")) == [-200.0, 200.0]
     servo = _tree(model_to_mjcf(m, actuators="position", kp={"j1": 300.0}, kv=5.0))
     tags = {a.tag for a in servo.find("actuator")}
     assert tags == {"position"}
-    assert servo.find("actuator/position[@joint='j1']").get("kp") == "300.0"
-    assert servo.find("actuator/position[@joint='j2']").get("kp") == "0.0"
+    assert _numbers(servo.find("actuator/position[@joint='j1']").get("kp")) == [300.0]
+    assert _numbers(servo.find("actuator/position[@joint='j2']").get("kp")) == [0.0]
     assert _tree(model_to_mjcf(m, actuators="none")).find("actuator") is None
     with pytest.raises(CaliperError, match="actuators="):
         model_to_mjcf(m, actuators="both")
@@ -157,7 +162,7 @@ def _floating_pendulum():
     assert base.type == "free"
     base.add_inertia(2.0, np.array([0.01, -0.02, 0.03]), np.diag([0.02, 0.03, 0.04]))
     assert isinstance(base, Body)
-    return build_model(desc)
+    return build_model(desc, dtype=jax.numpy.float64)
 
 
 _ERD = pytest.mark.skipif(not HAS_ERD, reason="example-robot-data not installed")
@@ -166,13 +171,15 @@ ROBOTS = [("pendulum2", True), ("gripper_arm", True), ("collide_arm", True),
           ("floating_pendulum", True)]
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("name, mimic", ROBOTS)
 def test_fk_mass_matrix_and_dynamics_round_trip(name, mimic):
     """Our FK / CRBA / bias forces / forward dynamics vs MuJoCo's on the generated model, at a
     random state, to 1e-9. floating_pendulum has a free joint (its conventions differ); panda's
     second finger mimics the first (a joint equality in MuJoCo, so forward dynamics is compared
     without the coupling: MuJoCo enforces it as a soft constraint)."""
-    m = _floating_pendulum() if name == "floating_pendulum" else load(name, mimic=mimic)
+    f64 = jax.numpy.float64                          # a MuJoCo (float64) reference at 1e-9
+    m = _floating_pendulum() if name == "floating_pendulum" else load(name, mimic=mimic, dtype=f64)
     m = m.replace(dof_friction=np.zeros(m.nv))       # Coulomb friction is a constraint in MuJoCo
     scene = compile_scene(m, actuators="none")
     mj, L = scene.mj, scene.layout

@@ -7,8 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from caliper_jax import cli, control
-from caliper_jax.control.record import _Progress
+from caliper_jax import cli, control, progress
 from caliper_jax.dataset import LeRobotReader
 from caliper_jax.errors import CaliperError
 from caliper_jax.motion import MotionLimits
@@ -38,6 +37,7 @@ def test_decimation_needs_fps_to_divide_the_tick_rate():
             control.decimation(dt, fps)
 
 
+@pytest.mark.x64     # the command line records in float64: the reference rollout is float64 too
 def test_record_cli_writes_byte_identical_episodes_one_per_world(capsys, tmp_path):
     reports, roots = [], []
     for name in ("a", "b"):
@@ -59,7 +59,7 @@ def test_record_cli_writes_byte_identical_episodes_one_per_world(capsys, tmp_pat
     # world 0 starts at the default q0 (0, 0): the same loop as a single-world rollout, decimated
     from caliper_jax.loading import load
 
-    model = load("pendulum2")
+    model = load("pendulum2", dtype=np.float64)
     src = control.goal_source(np.zeros(2), np.array([0.5, -0.4]), MotionLimits.from_model(model))
     ref = control.simulate(model, src, np.zeros(2), 2000)
     np.testing.assert_allclose(ep0["observation.state"], ref.q[0:200:20].astype(np.float32), atol=1e-6)
@@ -92,21 +92,28 @@ def test_control_cli_reports_error_effort_warnings_and_plots(capsys, tmp_path):
     rep = json.loads(out)
     assert rep["final_error"] < 1e-6 and rep["within_effort_limits"] and not rep["estopped"]
     assert rep["warnings"] == {} and len(rep["max_effort"]) == 2 and rep["effort_limit"] == [20.0, 20.0]
-    pytest.importorskip("matplotlib")
     assert rep["plot"] == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     code, out, _ = run(capsys, "control", "pendulum2", "--goal", "5,-0.4")
     assert code == 0 and "clamped by the gate" in out and "position_clamp" in out
 
 
-def test_progress_bar_only_on_a_tty():
+def test_progress_bar_only_on_a_tty(monkeypatch):
     class Tty(io.StringIO):
         def isatty(self):
             return True
 
+    monkeypatch.delenv(progress.ENV, raising=False)
     tty, pipe = Tty(), io.StringIO()
     for stream in (tty, pipe):
-        bar = _Progress(100, "record", stream=stream)
-        bar.step(40)
-        bar.step(60)
+        bar = progress.bar(100, "record", unit="tick", stream=stream)
+        bar.update(40)
+        bar.update(60)
         bar.close()
-    assert "100%" in tty.getvalue() and pipe.getvalue() == ""
+    assert "100%" in tty.getvalue() and "100/100" in tty.getvalue() and pipe.getvalue() == ""
+    progress.set_quiet(True)               # the CLI under --json: silent even on a terminal
+    try:
+        quiet = Tty()
+        progress.bar(100, "record", stream=quiet).update(100)
+        assert quiet.getvalue() == ""
+    finally:
+        progress.set_quiet(False)

@@ -13,6 +13,7 @@ from caliper_jax.control import flags as F
 TICKS = 2000        # the same scan length as tests/test_control.py: one compile for both files
 DT = 1e-3
 STEP = 10.0 * DT    # pendulum2: vmax 10 rad/s
+EPS32 = float(np.finfo(np.float32).eps)   # pendulum2 is the float32 fixture: commands are float32
 
 
 @pytest.fixture(scope="module")
@@ -27,25 +28,25 @@ def gate(pend):
 
 
 def _state(q):
-    return control.init_safety(jnp.asarray(q, jnp.float64))
+    return control.init_safety(jnp.asarray(q, jnp.float32))       # pendulum2 is float32 here
 
 
 def test_non_finite_targets_never_pass(pend, gate):
     params, s = control.safety_params(pend, DT), _state([0.1, 0.2])
     for bad in ([np.nan, 0.3], [0.1, np.inf], [-np.inf, np.nan]):
         cmd, new, warn = gate(params, s, control.setpoint(jnp.array(bad)), jnp.array([0.1, 0.2]))
-        np.testing.assert_array_equal(cmd.q, [0.1, 0.2])            # the last command instead
+        np.testing.assert_array_equal(cmd.q, np.float32([0.1, 0.2]))            # the last command instead
         assert np.all(np.isfinite(cmd.qd)) and np.all(np.isfinite(cmd.qdd))
         assert int(warn.flags) & F.NONFINITE_TARGET and int(new.idle) == 1
     cmd, _, warn = gate(params, s, control.setpoint(jnp.array([0.1, 0.2]), qd=jnp.array([np.nan, 0.0])))
-    np.testing.assert_array_equal(cmd.q, [0.1, 0.2])
+    np.testing.assert_array_equal(cmd.q, np.float32([0.1, 0.2]))
     assert int(warn.flags) == F.NONFINITE_TARGET and np.all(cmd.qd == 0)
 
 
 def test_out_of_limit_targets_are_clamped(pend, gate):
     params = control.safety_params(pend, DT, vmax=np.inf)
     cmd, _, warn = gate(params, _state([0.0, 0.0]), control.setpoint(jnp.array([5.0, -1.0])))
-    np.testing.assert_array_equal(cmd.q, [3.14, -1.0])
+    np.testing.assert_array_equal(cmd.q, np.float32([3.14, -1.0]))
     assert int(warn.flags) == F.POSITION_CLAMP and list(np.asarray(warn.joints)) == [True, False]
     assert float(cmd.qd[0]) == 0.0                       # no feed-forward on a modified joint
 
@@ -58,8 +59,9 @@ def test_over_speed_steps_are_rate_limited(pend, gate):
         cmd, s, warn = gate(params, s, target)
         cmds.append(np.asarray(cmd.q))
     cmds = np.array(cmds)
-    assert np.isclose(cmds[0, 0], STEP * (1 + 1e-6)) and cmds[0, 1] == -0.003   # j2's small step passes
-    assert np.all(np.diff(cmds[:, 0]) <= STEP * (1 + 1e-6) + 1e-15)
+    assert np.isclose(cmds[0, 0], STEP * (1 + 1e-6)) and cmds[0, 1] == np.float32(-0.003)   # j2's small step
+    # float32 commands near 0.5 rad: each step also carries the rounding of both ends
+    assert np.all(np.diff(cmds[:, 0]) <= STEP * (1 + 1e-6) + 2 * EPS32 * np.abs(cmds).max())
     np.testing.assert_allclose(cmds[-1], [0.5, -0.003])    # it gets there, at vmax
     cmd, _, warn = gate(params, _state([0.0, 0.0]), target)
     assert int(warn.flags) == F.RATE_LIMIT and np.asarray(cmd.qd).tolist() == [0.0, -3.0]
@@ -69,14 +71,14 @@ def test_estop_latches_until_cleared(pend, gate):
     params, s = control.safety_params(pend, DT), _state([0.1, 0.1])
     cmd, s, warn = gate(params, s, control.setpoint(jnp.array([0.105, 0.1]), estop=True))
     assert int(warn.flags) == F.ESTOP | F.ESTOP_REQUEST and bool(s.estop)
-    np.testing.assert_array_equal(cmd.q, [0.1, 0.1])       # frozen at the last command
+    np.testing.assert_array_equal(cmd.q, np.float32([0.1, 0.1]))       # frozen at the last command
     for q in ([0.105, 0.1], [0.0, 0.0]):                    # a normal target does not release it
         cmd, s, warn = gate(params, s, control.setpoint(jnp.array(q)))
-        assert int(warn.flags) == F.ESTOP and np.asarray(cmd.q).tolist() == [0.1, 0.1]
+        assert int(warn.flags) == F.ESTOP and np.array_equal(cmd.q, np.float32([0.1, 0.1]))
     s = control.clear_estop(s, jnp.array([0.05, 0.12]))   # the robot sagged meanwhile
     cmd, s, warn = gate(params, s, control.setpoint(jnp.array([0.05, 0.12])))
     assert int(warn.flags) == 0 and not bool(s.estop)
-    np.testing.assert_array_equal(cmd.q, [0.05, 0.12])     # restarts from where the robot is
+    np.testing.assert_array_equal(cmd.q, np.float32([0.05, 0.12]))     # restarts from where the robot is
     assert bool(control.request_estop(s).estop)
 
 
@@ -110,7 +112,7 @@ def test_static_gravity_above_the_effort_cap_estops(pend, gate):
     assert int(warn.flags) == 0
     cmd, s, warn = gate(params, _state([0.0, 0.0]), control.setpoint(jnp.array([1.0, 0.0])))
     assert int(warn.flags) == F.GRAVITY_OVERLOAD | F.ESTOP and bool(s.estop)
-    np.testing.assert_array_equal(cmd.q, [0.0, 0.0])
+    np.testing.assert_array_equal(cmd.q, np.float32([0.0, 0.0]))
     params = control.safety_params(weak, DT, vmax=np.inf, gravity_check=False)
     _, s, warn = gate(params, _state([0.0, 0.0]), control.setpoint(jnp.array([1.0, 0.0])))
     assert int(warn.flags) == 0
@@ -121,9 +123,9 @@ def test_pluggable_checks_reject_commands(pend):
     params = control.safety_params(pend, DT, vmax=np.inf, checks=(keep_out,), gravity_check=False)
     s = _state([0.2, 0.0])
     cmd, s, warn = control.gate(params, s, control.setpoint(jnp.array([0.3, 0.1])))
-    assert int(warn.flags) == 0 and np.asarray(cmd.q).tolist() == [0.3, 0.1]
+    assert int(warn.flags) == 0 and np.array_equal(cmd.q, np.float32([0.3, 0.1]))
     cmd, s, warn = control.gate(params, s, control.setpoint(jnp.array([0.6, 0.1])))
-    assert int(warn.flags) == F.CHECK_REJECT and np.asarray(cmd.q).tolist() == [0.3, 0.1]
+    assert int(warn.flags) == F.CHECK_REJECT and np.array_equal(cmd.q, np.float32([0.3, 0.1]))
     with pytest.raises(ValueError, match="not callable"):
         control.safety_params(pend, DT, checks=(1,))
 
@@ -178,7 +180,8 @@ def test_rollout_never_lets_non_finite_values_through(pend, faulty_run):
     assert np.all(np.abs(r.tau) <= 20.0)
     assert np.all((r.command >= -3.14) & (r.command <= 3.14))
     steps = np.abs(np.diff(np.vstack([np.zeros(2), r.command]), axis=0))
-    assert np.all(steps <= STEP * (1 + 1e-6) + 1e-15)                     # rate limit at every tick
+    # rate limit at every tick, to the float32 rounding of commands up to the 3.14 rad limit
+    assert np.all(steps <= STEP * (1 + 1e-6) + 2 * EPS32 * 3.14)
     nonfinite = (r.flags & F.NONFINITE_TARGET) != 0
     assert np.flatnonzero(nonfinite).tolist() == list(range(100, 110)) + [120]
     np.testing.assert_array_equal(r.command[100:110], np.repeat(r.command[99:100], 10, axis=0))

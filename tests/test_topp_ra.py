@@ -1,4 +1,7 @@
-"""TOPP-RA over a grid: splines, agreement with toppra, the generic constraint hook, infeasibility."""
+"""TOPP-RA over a grid: splines, agreement with toppra, the generic constraint hook, infeasibility.
+
+The comparisons with scipy and toppra run in float64 (x64); the rest in float32, the user's
+precision, with constraint gates of a few eps32 (the LP's rows are satisfied to rounding)."""
 import functools
 import logging
 
@@ -6,6 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import toppra
+import toppra.algorithm as algo
+import toppra.constraint as constraint
+from scipy import interpolate
 
 from caliper_jax.motion import (
     MotionLimits,
@@ -19,13 +26,7 @@ from caliper_jax.motion import (
     topp_ra_spline,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _x64():
-    with jax.enable_x64(True):
-        yield
-
-
+EPS32 = float(np.finfo(np.float32).eps)
 NDOF, NWP, NGRID = 6, 5, 100
 _solve = jax.jit(topp_ra)
 _eval = jax.jit(spline_eval)
@@ -43,12 +44,8 @@ _topp_batch = jax.jit(jax.vmap(_topp_one))  # one compile serves both boundary c
 
 
 def _toppra_duration(wp, vmax, amax, bc, grid):
-    ta = pytest.importorskip("toppra", reason="toppra not installed (pip install toppra)")
-    import toppra.algorithm as algo
-    import toppra.constraint as constraint
-
     logging.getLogger("toppra").setLevel(logging.ERROR)
-    path = ta.SplineInterpolator(np.linspace(0, 1, wp.shape[0]), wp, bc_type=bc)
+    path = toppra.SplineInterpolator(np.linspace(0, 1, wp.shape[0]), wp, bc_type=bc)
     vel = constraint.JointVelocityConstraint(np.stack([-vmax, vmax], 1))
     acc = constraint.JointAccelerationConstraint(
         np.stack([-amax, amax], 1), discretization_scheme=constraint.DiscretizationType.Collocation)
@@ -58,15 +55,15 @@ def _toppra_duration(wp, vmax, amax, bc, grid):
     return float(np.sum(2.0 * np.diff(grid) / (sd[1:] + sd[:-1])))
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("bc", ["natural", "clamped"])
 def test_spline_matches_scipy(bc):
-    interp = pytest.importorskip("scipy.interpolate")
     rng = np.random.default_rng(0)
     wp = rng.uniform(-1, 1, (6, 3))
     knots = np.cumsum(np.r_[0.0, rng.uniform(0.5, 2.0, 5)])
     s = np.linspace(knots[0], knots[-1], 333)
     ours = _eval(_spline(wp, knots, bc=bc), s)
-    ref = interp.CubicSpline(knots, wp, bc_type=bc)
+    ref = interpolate.CubicSpline(knots, wp, bc_type=bc)
     for k, got in enumerate((ours.q, ours.qs, ours.qss)):
         np.testing.assert_allclose(got, ref(s, k), atol=1e-10)
     slopes = _eval(_spline(wp, knots, bc="clamped", start_slope=np.array([1.0, 2, 3]), end_slope=0.5),
@@ -74,9 +71,9 @@ def test_spline_matches_scipy(bc):
     np.testing.assert_allclose(slopes, [[1, 2, 3], [0.5, 0.5, 0.5]], atol=1e-12)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("bc", ["natural", "clamped"])
 def test_matches_toppra_on_random_splines(bc):
-    pytest.importorskip("toppra", reason="toppra not installed (pip install toppra)")
     rng = np.random.default_rng(2024 if bc == "natural" else 7)
     n = 8
     wp = rng.uniform(-1.5, 1.5, (n, NWP, NDOF))
@@ -89,7 +86,7 @@ def test_matches_toppra_on_random_splines(bc):
     ours = np.asarray(res.duration)
     ref = np.array([_toppra_duration(wp[i], vmax[i], amax[i], bc, grid) for i in range(n)])
     rel = np.abs(ours - ref) / ref
-    assert rel.max() < 0.02
+    assert rel.max() < 1e-3        # measured 1.4e-6 (natural), 2.6e-4 (clamped); the gate was 0.02
     # constraints hold at every grid point (collocation)
     t, q, qd, qdd = (np.asarray(x) for x in _rows(path, res))
     assert np.all(np.isfinite(t)) and np.all(np.diff(t, axis=1) > 0)
@@ -106,12 +103,12 @@ def test_straight_line_approaches_bang_bang():
     qs = np.tile(dq, (grid.shape[0], 1))
     cons = joint_limit_constraints(_eval(_spline(np.stack([0 * dq, dq]), bc="natural"), grid),
                                    MotionLimits(None, None, vmax, amax, None))
-    np.testing.assert_allclose(cons.a[:, 2:], qs, atol=1e-12)  # [velocity rows | acceleration rows]
+    np.testing.assert_allclose(cons.a[:, 2:], qs, atol=4 * EPS32)  # [velocity rows | acceleration rows]
     res = _solve(jnp.asarray(grid), stack_constraints(cons, _inactive_rows(grid.shape[0])), 0.0, 0.0)
     sd, sdd = 0.8, 2.0  # min over dofs of vmax/|dq| and amax/|dq|
     exact = 1.0 / sd + sd / sdd
     assert float(res.duration) == pytest.approx(exact, rel=1e-2)
-    assert np.max(np.asarray(res.sd)) <= sd * (1 + 1e-12)
+    assert np.max(np.asarray(res.sd)) <= sd * (1 + 4 * EPS32)
 
 
 def _simple_problem():
@@ -143,7 +140,7 @@ def test_generic_constraint_hook_torque_like():
     assert bool(res.feasible) and float(res.duration) > float(free.duration)
     x, u = np.asarray(res.sd) ** 2, np.asarray(res.sdd)
     tau = a[:-1] * u[:, None] + b[:-1] * x[:-1, None] + c[:-1]
-    assert np.all(np.abs(tau) <= effort * (1 + 1e-9))
+    assert np.all(np.abs(tau) <= effort * (1 + 16 * EPS32))
     assert np.max(np.abs(tau) / effort) > 0.99  # the new rows are active somewhere
 
 
@@ -170,10 +167,11 @@ def test_nonzero_boundary_speeds():
     assert bool(res.feasible)
     assert float(res.sd[0]) == pytest.approx(0.2) and float(res.sd[-1]) == pytest.approx(0.3)
     t, q, qd, qdd = _rows(*jax.tree_util.tree_map(lambda x: x[None], (path, res)))
-    assert np.all(np.abs(qd) <= 1.0 + 1e-9) and np.all(np.abs(qdd[:-1]) <= 3.0 + 1e-9)
+    assert np.all(np.abs(qd) <= 1.0 + 16 * EPS32) and np.all(np.abs(qdd[:-1]) <= 3.0 * (1 + 16 * EPS32))
     assert np.all(np.diff(np.asarray(t)) > 0)
 
 
+@pytest.mark.x64
 def test_float32_agrees_with_float64():
     rng = np.random.default_rng(3)
     wp = rng.uniform(-1.5, 1.5, (4, NWP, NDOF))
@@ -185,4 +183,6 @@ def test_float32_agrees_with_float64():
         res32, _ = jax.jit(jax.vmap(_topp_one))(jax.vmap(cubic_spline)(args[0]), args[1], args[2])
         assert res32.sd.dtype == jnp.float32
         assert np.all(np.asarray(res32.feasible))
-    np.testing.assert_allclose(np.asarray(res32.duration), np.asarray(res64.duration), rtol=1e-3)
+    # the duration is a sum of NGRID float32 terms: NGRID eps bounds its rounding (measured 0.5 eps,
+    # the gate was 1e-3)
+    np.testing.assert_allclose(np.asarray(res32.duration), np.asarray(res64.duration), rtol=NGRID * EPS32)

@@ -185,15 +185,17 @@ def test_lint_does_not_import_jax():
 
 def test_motion_outputs_lint_clean():
     """Our own planners' rows pass the lint; the bang-bang TOPP trips T006 unless jmax is infinite."""
-    jax = pytest.importorskip("jax")
+    import jax
+
     from caliper_jax.motion import MotionLimits, move_j, retime_waypoints, topp_piecewise_linear
 
-    with jax.enable_x64(True):
-        lim = MotionLimits.from_arrays([-3.0, -3.0, -3.0], [3.0, 3.0, 3.0], [1.0, 2.0, 0.5])
-        wp = np.array([[0.0, 0.0, 0.0], [1.0, -1.0, 0.5], [1.3, -0.6, 0.9]])
-        for traj in (jax.jit(move_j)(wp[0], wp[1], lim), jax.jit(retime_waypoints)(wp, lim)):
-            rows = [np.asarray(x) for x in traj.sample_uniform(0.005)]
-            assert lint_path(*rows, lim) == []
-        rows = [np.asarray(x) for x in jax.jit(topp_piecewise_linear)(wp, lim).sample_uniform(0.005)]
-        assert _codes(lint_path(*rows, lim)) == ["T006"]
-        assert lint_path(*rows, lim._replace(jmax=np.full(3, np.inf))) == []
+    # float32 planners (the user's precision): their rows must not trip the lint's tolerances
+    lim = MotionLimits.from_arrays([-3.0, -3.0, -3.0], [3.0, 3.0, 3.0], [1.0, 2.0, 0.5])
+    wp = np.array([[0.0, 0.0, 0.0], [1.0, -1.0, 0.5], [1.3, -0.6, 0.9]])
+    for traj in (jax.jit(move_j)(wp[0], wp[1], lim), jax.jit(retime_waypoints)(wp, lim)):
+        rows = [np.asarray(x) for x in traj.sample_uniform(0.005)]
+        assert rows[1].dtype == np.float32
+        assert lint_path(*rows, lim) == []
+    rows = [np.asarray(x) for x in jax.jit(topp_piecewise_linear)(wp, lim).sample_uniform(0.005)]
+    assert _codes(lint_path(*rows, lim)) == ["T006"]
+    assert lint_path(*rows, lim._replace(jmax=np.full(3, np.inf))) == []

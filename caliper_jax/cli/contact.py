@@ -13,12 +13,28 @@ import json
 
 import numpy as np
 
-from caliper_jax.cli.common import emit, parse_vector
+from caliper_jax.cli import runtime
+from caliper_jax.cli.common import (
+    budget,
+    emit,
+    limit_warnings,
+    parse_configuration,
+    positive,
+    require_finite,
+    steps_of,
+)
 from caliper_jax.errors import CaliperError
 
 
 def parse_prop(text: str, index: int = 0):
-    """A ``--prop`` value -> Prop."""
+    """A ``--prop`` value -> Prop; every error names the flag."""
+    try:
+        return _parse_prop(text, index)
+    except CaliperError as exc:
+        raise CaliperError(str(exc) if str(exc).startswith("--prop") else f"--prop {text!r}: {exc}") from None
+
+
+def _parse_prop(text: str, index: int):
     from mjx_backend.scene import Prop
 
     text = text.strip()
@@ -67,12 +83,31 @@ def add_scene_arguments(p: argparse.ArgumentParser, actuators_default: str = "mo
     p.add_argument("--json", action="store_true", help="machine-readable report")
 
 
+def _timestep(args) -> float:
+    """The MuJoCo step the flags set (``--timestep``, else a command's ``--dt``, else MuJoCo's
+    default), checked > 0 and finite with the flag named."""
+    from mjx_backend.options import SimOptions
+
+    if getattr(args, "timestep", None) is not None:
+        return positive(args.timestep, "--timestep")
+    if getattr(args, "dt", None) is not None:
+        return positive(args.dt, "--dt")
+    return SimOptions().timestep
+
+
+def _step_budget(args, seconds: float, what: str) -> None:
+    """MuJoCo steps of ``seconds`` of simulation at the step the flags set, before any work."""
+    h = _timestep(args)
+    flag = "--dt" if getattr(args, "timestep", None) is None and getattr(args, "dt", None) is not None \
+        else "--timestep"
+    budget(steps_of(seconds, h), f"{what} at {flag} {h:g} s (MuJoCo steps)")
+
+
 def scene_kwargs(args) -> dict:
     """Scene keywords from parsed flags; a command's ``--dt`` stands in for ``--timestep``."""
     opts = {}
-    timestep = getattr(args, "timestep", None) or getattr(args, "dt", None)
-    if timestep is not None:
-        opts["timestep"] = timestep
+    if getattr(args, "timestep", None) is not None or getattr(args, "dt", None) is not None:
+        opts["timestep"] = _timestep(args)
     if getattr(args, "integrator", None) is not None:
         opts["integrator"] = args.integrator
     if getattr(args, "no_contact", False):
@@ -80,9 +115,11 @@ def scene_kwargs(args) -> dict:
     ground = getattr(args, "ground", None)
     if ground is not None and not np.isfinite(ground):
         raise CaliperError("--ground must be a finite height")
+    props = getattr(args, "prop", None) or ()
+    budget(len(props), "--prop (props in the scene)", "batch")
     return dict(actuators=getattr(args, "actuators", "motor"), ground=ground,
                 material=getattr(args, "material", None), options=opts,
-                props=[parse_prop(t, i) for i, t in enumerate(getattr(args, "prop", None) or ())])
+                props=[parse_prop(t, i) for i, t in enumerate(props)])
 
 
 def _model(args):
@@ -97,6 +134,10 @@ def _model(args):
 def cmd_mjcf(args) -> int:
     from mjx_backend.mjcf import model_to_mjcf
 
+    if args.out:
+        from caliper_jax.cli.motion import _out_dir
+
+        _out_dir(args.out)
     model = _model(args)
     doc = model_to_mjcf(model, **scene_kwargs(args))
     if args.check:
@@ -104,7 +145,8 @@ def cmd_mjcf(args) -> int:
 
         compile_xml(doc.xml, f"MJCF generated for {model.name!r}")
     if args.out:
-        doc.save(args.out)
+        with runtime.writing(), runtime.partial_output(args.out):   # an interrupt: whole file or none
+            doc.save(args.out)
     report = {"robot": model.name, "out": args.out, "actuators": doc.actuators,
               "actuated": list(doc.actuated),
               "bodies": list(doc.body_names), "props": [p.name for p in doc.props], "notes": list(doc.notes),
@@ -124,25 +166,33 @@ def run_contact_sim(args) -> tuple[dict, str]:
     """Hold the start pose (servos) or apply zero torque for ``--duration`` on the CPU backend."""
     from mjx_backend.cpu import MujocoBackend
 
-    if not (np.isfinite(args.duration) and args.duration > 0):
-        raise CaliperError(f"--duration must be a positive number of seconds, got {args.duration}")
+    positive(args.duration, "--duration")
+    h = _timestep(args)
+    if h > args.duration:
+        raise CaliperError(f"the MuJoCo step ({h:g} s) must not exceed --duration ({args.duration:g} s)")
+    _step_budget(args, args.duration, f"--duration {args.duration:g} s")
     model = _model(args)
     q0 = getattr(args, "q0", None)
-    q0 = None if q0 is None else parse_vector(q0, model.nq, "--q0", model.name)
+    q0 = None if q0 is None else parse_configuration(model, q0, "--q0")
+    warnings = [] if q0 is None else limit_warnings(model, q0, "--q0")
     with MujocoBackend(model, 1, q0=q0, rollout=False, **scene_kwargs(args)) as b:
         b.enable()
         s = b.step(b.timestep * max(1, int(round(args.duration / b.timestep))))
         contacts = b.contacts()
         props = {k: v[0].tolist() for k, v in b.prop_poses().items()}
+    require_finite(f"contact-sim {model.name}", q=s.q, v=s.v,
+                   hint="the MuJoCo simulation diverged: try a smaller --timestep")
     report = {"robot": model.name, "duration": s.time, "ticks": s.tick, "q_final": s.q[0].tolist(),
               "v_final": s.v[0].tolist(), "effort": s.effort[0].tolist(), "contacts": len(contacts),
               "props": props,
               "contact_list": [{"geom1": c.geom1, "geom2": c.geom2, "depth": c.depth,
-                                "normal_force": c.normal_force} for c in contacts]}
+                                "normal_force": c.normal_force} for c in contacts],
+              "limit_warnings": warnings}
     actuators = getattr(args, "actuators", "motor")
     lines = [f"{model.name}: {s.tick} MuJoCo steps ({s.time:.3f} s), actuators={actuators}",
              f"  q_final = {np.array2string(s.q[0], precision=4)}", f"  contacts: {len(contacts)}"]
     lines += [f"  prop {k}: pos = {np.array2string(np.array(v[:3]), precision=4)}" for k, v in props.items()]
+    lines += [f"  warning: {w}" for w in warnings]
     return report, "\n".join(lines)
 
 
@@ -154,16 +204,22 @@ def cmd_contact_sim(args) -> int:
 
 
 def cmd_contact_lint(args) -> int:
-    from mjx_backend.lint import contact_lint
+    from mjx_backend.lint import OBSERVE_S, SETTLE_S, contact_lint
 
+    _step_budget(args, SETTLE_S + OBSERVE_S, f"the {SETTLE_S + OBSERVE_S:g} s settle rollout")
+    if _timestep(args) > OBSERVE_S / 10:
+        raise CaliperError(f"--timestep {_timestep(args):g} s leaves too few samples in the lint's "
+                           f"{OBSERVE_S:g} s observe window (at most {OBSERVE_S / 10:g} s)")
     model = _model(args)
-    q0 = None if args.q0 is None else parse_vector(args.q0, model.nq, "--q0", model.name)
+    q0 = None if args.q0 is None else parse_configuration(model, args.q0, "--q0")
+    warnings = [] if q0 is None else limit_warnings(model, q0, "--q0")
     findings = contact_lint(model, q0=q0, **scene_kwargs(args))
-    report = {"robot": model.name, "findings": [f.as_dict() for f in findings]}
+    report = {"robot": model.name, "findings": [f.as_dict() for f in findings], "limit_warnings": warnings}
     lines = [f"{model.name}: contact lint (settle 1.0 s, observe 0.5 s): "
              f"{len(findings)} finding{'s' if len(findings) != 1 else ''}"]
     for f in findings:
         lines += [f"  {f.code} {f.severity}: {f.message}", f"       fix: {f.fix}"]
+    lines += [f"  warning: {w}" for w in warnings]
     emit(args, report, "\n".join(lines))
     return 0
 

@@ -8,7 +8,22 @@ import sys
 
 import numpy as np
 
-from caliper_jax.cli.common import emit, load_robot, parse_vector, robot_args
+from caliper_jax.cli import runtime
+from caliper_jax.cli.common import (
+    at_least,
+    budget,
+    coordinate_names,
+    emit,
+    limit_warnings,
+    load_robot,
+    memory_budget,
+    parse_configuration,
+    positive,
+    require_finite,
+    require_inertia,
+    robot_args,
+    seed,
+)
 from caliper_jax.errors import CaliperError
 
 
@@ -17,39 +32,46 @@ def _start(model, text):
     from caliper_jax.configuration import neutral
 
     if text is not None:
-        return parse_vector(text, model.nq, "--q0", model.name)
+        return parse_configuration(model, text, "--q0")
     lo, hi = np.asarray(model.qpos_lower), np.asarray(model.qpos_upper)
     return np.clip(np.asarray(neutral(model), dtype=np.float64), lo, hi)
 
 
-def _massless_joints(model):
-    """Joints whose subtree carries no mass and no rotational inertia (M would be singular)."""
-    carried = np.asarray(model.body_mass) + np.trace(np.asarray(model.body_inertia), axis1=1, axis2=2)
-    subtree = carried.copy()
-    for i in reversed(range(model.nbody)):
-        if model.body_parent[i] >= 0:
-            subtree[model.body_parent[i]] += subtree[i]
-    return [name for name, m in zip(model.body_names, subtree, strict=True) if not m > 0]
+#: final error (rad or m, to the goal clamped into the limits) under which the goal counts as reached
+GOAL_TOLERANCE = 1e-3
 
 
-def _setup(args):
+def _setup(args, worlds: int = 1):
     from caliper_jax import control
 
+    at_least(args.ticks, "--ticks", 1)
+    positive(args.dt, "--dt")
+    positive(args.kp, "--kp", allow_zero=True)
+    positive(args.kd, "--kd", allow_zero=True)
+    budget(worlds * args.ticks, "--ticks x --worlds (world-ticks)" if worlds > 1 else "--ticks")
     model = load_robot(args)
+    if worlds == 1:   # control keeps every tick's rows; record keeps frames (checked there)
+        memory_budget(8 * 8 * args.ticks * model.nv, "--ticks (the stored rollout)")
     if model.nq != model.nv:
         raise CaliperError(f"{model.name!r} has a free or ball joint (nq={model.nq}, nv={model.nv}); "
                            "joint-space control needs one coordinate per dof")
-    light = _massless_joints(model)
-    if light:
-        raise CaliperError(f"{model.name!r}: nothing with inertia moves with joint(s) {', '.join(light)}; "
-                           "computed-torque control needs inertial data (see caliper doctor)")
-    goal = parse_vector(args.goal, model.nq, "--goal", model.name)
+    require_inertia(model, "computed-torque control")
+    goal = parse_configuration(model, args.goal, "--goal")
     q0 = _start(model, args.q0)
-    if args.ticks < 1:
-        raise CaliperError(f"--ticks must be >= 1, got {args.ticks}")
     params = control.control_params(model, kp=args.kp, kd=args.kd, dt=args.dt)
     safety = control.safety_params(model, args.dt)
     return model, goal, q0, params, safety
+
+
+def _goal_problem(err, ticks, dt, move_duration, names) -> str | None:
+    """Why the goal was not reached (None: it was), naming the joint that is furthest off."""
+    worst = int(np.argmax(err))
+    if not err[worst] > GOAL_TOLERANCE:
+        return None
+    why = (f"; the planned move takes {move_duration:.3g} s but --ticks x --dt is {ticks * dt:.3g} s"
+           if ticks * dt < move_duration else "")
+    return (f"goal not reached: joint {names[worst]} ends {err[worst]:.3g} from the goal (tolerance "
+            f"{GOAL_TOLERANCE:g}){why}")
 
 
 def _limits(model):
@@ -70,7 +92,7 @@ def _plot(path, times, q, goal, names):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return "matplotlib is not installed; no plot written"
+        return 'matplotlib is not installed (pip install "caliper-jax[plot]"); no plot written'
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for j, name in enumerate(names):
         line, = ax.plot(times, q[:, j], label=name)
@@ -88,12 +110,20 @@ def _plot(path, times, q, goal, names):
 def cmd_control(args) -> int:
     from caliper_jax import control
 
+    if args.plot:
+        from caliper_jax.cli.motion import _out_dir
+
+        _out_dir(args.plot, "--plot")
     model, goal, q0, params, safety = _setup(args)
     source = control.goal_source(q0, goal, _limits(model))
+    start_warnings = limit_warnings(model, q0, "--q0")
     res = control.simulate(model, source, q0, args.ticks, params=params, safety=safety)
+    require_finite(f"control {model.name}", hint="the closed loop diverged: try a smaller --dt or gains",
+                   q=res.q, tau=res.tau)
     lo, hi = np.asarray(model.qpos_lower), np.asarray(model.qpos_upper)
     reachable = np.clip(goal, lo, hi)
     err = np.abs(reachable - res.q_final)
+    problem = _goal_problem(err, args.ticks, args.dt, float(source.traj.duration), coordinate_names(model))
     effort = np.asarray(model.dof_effort_limit, dtype=np.float64)
     tau_max = res.max_abs_tau
     within = bool(np.all(np.max(np.abs(res.tau), axis=0) <= effort))
@@ -106,13 +136,15 @@ def cmd_control(args) -> int:
         "max_effort": tau_max.tolist(),
         "effort_limit": [None if not np.isfinite(e) else float(e) for e in effort],
         "within_effort_limits": within, "estopped": bool(res.estopped), "warnings": res.warnings(),
-        "plot": None,
+        "goal_reached": problem is None, "goal_tolerance": GOAL_TOLERANCE, "problem": problem,
+        "limit_warnings": start_warnings, "plot": None,
     }
     if args.plot:
-        problem = _plot(args.plot, res.times, res.q, reachable, model.joint_names)
-        if problem:
-            print(f"caliper: note: {problem}", file=sys.stderr)
-            report["plot_error"] = problem
+        with runtime.writing(), runtime.partial_output(args.plot):   # an interrupt: whole file or none
+            plot_problem = _plot(args.plot, res.times, res.q, reachable, model.joint_names)
+        if plot_problem:
+            print(f"caliper: note: {plot_problem}", file=sys.stderr)
+            report["plot_error"] = plot_problem
         else:
             report["plot"] = args.plot
     lines = [f"{model.name}: {args.ticks} ticks of {args.dt} s, computed torque kp={args.kp} kd={args.kd}",
@@ -131,8 +163,10 @@ def cmd_control(args) -> int:
         lines.append("  E-STOP latched")
     if report["plot"]:
         lines.append(f"  plot: {report['plot']}")
+    lines += [f"  warning: {w}" for w in start_warnings]
+    lines.append(f"  PROBLEM: {problem}" if problem else f"  goal reached (within {GOAL_TOLERANCE:g})")
     emit(args, report, "\n".join(lines))
-    return 0
+    return 0 if problem is None and not report["estopped"] else 1
 
 
 def _world_starts(model, q0, worlds, seed, spread):
@@ -149,23 +183,35 @@ def cmd_record(args) -> int:
 
     from caliper_jax import control
 
-    model, goal, q0, params, safety = _setup(args)
+    at_least(args.worlds, "--worlds", 1)
+    seed(args.seed)
+    at_least(args.fps, "--fps", 1)
+    budget(args.worlds, "--worlds", "batch")
+    model, goal, q0, params, safety = _setup(args, worlds=args.worlds)
     from caliper_jax.control.record import check_root
+    from caliper_jax.dataset.atomic import recover as recover_dataset
 
     every = control.decimation(args.dt, args.fps)      # fail before any work
+    budget(args.worlds * -(-args.ticks // every) * every,   # whole frames are simulated
+           f"--ticks rounded up to whole frames of {every:,} ticks (--fps {args.fps} at --dt {args.dt:g}) "
+           "x --worlds")
+    memory_budget(4 * 8 * args.worlds * (-(-args.ticks // every)) * model.nq,
+                  "--worlds x --ticks / --fps (the recorded frames)")
     check_root(args.out)
-    if args.worlds < 1:
-        raise CaliperError(f"--worlds must be >= 1, got {args.worlds}")
-    if not (np.isfinite(args.spread) and args.spread >= 0):
-        raise CaliperError(f"--spread must be >= 0, got {args.spread}")
+    positive(args.spread, "--spread", allow_zero=True)
     starts = _world_starts(model, q0, args.worlds, args.seed, args.spread)
     limits = _limits(model)
     goals = np.broadcast_to(goal, starts.shape)
     source = jax.vmap(lambda a, b: control.goal_source(a, b, limits))(starts.astype(np.float64), goals)
-    res = control.record(args.out, model, source, starts, args.ticks, args.fps, params=params, safety=safety,
-                         task=args.task, seed=args.seed, source_batched=True)
+    with runtime.partial_output(args.out, cleanup=lambda: recover_dataset(args.out)):   # interrupt: no output
+        res = control.record(args.out, model, source, starts, args.ticks, args.fps, params=params,
+                             safety=safety, task=args.task, seed=args.seed, source_batched=True,
+                             write_guard=runtime.writing)
     lo, hi = np.asarray(model.qpos_lower), np.asarray(model.qpos_upper)
+    require_finite(f"record {model.name}", hint="the closed loop diverged: try a smaller --dt or gains",
+                   q_final=res.q_final)
     err = np.abs(np.clip(goal, lo, hi) - res.q_final).max(axis=1)
+    reached = err <= GOAL_TOLERANCE
     warnings = control.flags.summary(res.warn_count.sum(axis=0),
                                      np.where(res.warn_first < 0, 2**31 - 1, res.warn_first).min(axis=0))
     report = {
@@ -174,11 +220,15 @@ def cmd_record(args) -> int:
         "ticks": res.ticks, "dt": args.dt, "task": args.task, "seed": args.seed,
         "final_error_per_world": err.tolist(), "max_effort": res.max_abs_tau.max(axis=0).tolist(),
         "estopped_worlds": int(np.sum(res.estopped)), "warnings": warnings,
+        "goal_reached": reached.tolist(), "goal_tolerance": GOAL_TOLERANCE,
     }
     text = (f"{model.name}: recorded {len(res.episodes)} episode(s) x {res.frames_per_episode} frames at "
             f"{args.fps} fps (every {every} ticks of {args.dt} s) into {args.out}\n"
             f"  final error per world: max {err.max():.3e}\n"
             f"  safety interventions: {', '.join(warnings) if warnings else 'none'}")
+    if not reached.all():   # the episodes are still data (e.g. short clips): recorded, and said
+        text += (f"\n  warning: {int((~reached).sum())} of {args.worlds} world(s) did not reach the goal "
+                 f"(final error > {GOAL_TOLERANCE:g}); raise --ticks for whole moves")
     emit(args, report, text)
     return 0
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from caliper_jax.cli.common import emit
+from caliper_jax.cli.common import emit, seed
 from caliper_jax.dataset import atomic, edit
 from caliper_jax.dataset.reader import LeRobotReader
+from caliper_jax.errors import CaliperError
 
 
 def register(subparsers) -> None:
@@ -79,6 +80,9 @@ def info(args) -> int:
 def doctor(args) -> int:
     from doctors.dataset import DoctorOptions, diagnose
 
+    seed(args.seed)
+    if args.window is not None and args.window < 1:
+        raise CaliperError(f"--window must be >= 1 frame, got {args.window}")
     report = diagnose(
         args.dataset, DoctorOptions(seed=args.seed, policy_window=args.window), progress=args.progress
     )
@@ -90,8 +94,23 @@ def _edit_text(result: dict) -> str:
     return f"{result['op']}: now {result['episodes']} episodes, {result['frames']} frames"
 
 
+def _episode_list(text: str) -> list[int]:
+    """--episodes '0,3' -> [0, 3], with a one-line error naming the flag."""
+    out = []
+    for item in _split_list(text):
+        try:
+            out.append(int(item))
+        except ValueError:
+            raise CaliperError(f"--episodes: expected comma-separated indices, got {item!r}") from None
+        if out[-1] < 0:
+            raise CaliperError(f"--episodes: episode indices are >= 0, got {out[-1]}")
+    if not out:
+        raise CaliperError("--episodes: no episode index given")
+    return out
+
+
 def delete(args) -> int:
-    result = edit.delete_episodes(args.dataset, [int(e) for e in _split_list(args.episodes)])
+    result = edit.delete_episodes(args.dataset, _episode_list(args.episodes))
     return _emit(args, result, _edit_text(result))
 
 

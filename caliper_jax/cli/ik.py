@@ -11,7 +11,20 @@ from pathlib import Path
 
 import numpy as np
 
-from caliper_jax.cli.common import configuration, emit, load_robot, parse_vector, robot_args
+from caliper_jax.cli.common import (
+    at_least,
+    budget,
+    configuration,
+    emit,
+    limit_warnings,
+    load_robot,
+    parse_configuration,
+    parse_vector,
+    positive,
+    require_finite,
+    robot_args,
+    seed,
+)
 from caliper_jax.errors import CaliperError
 
 
@@ -35,15 +48,23 @@ def cmd_ik(args) -> int:
     from caliper_jax.ik import api as ik_api
     from caliper_jax.ik.poses import LAYOUT, parse_pose_text, pose_from_position
 
-    model = load_robot(args)
     if (args.target is None) == (args.position is None):
         raise CaliperError("give exactly one of --target (16 numbers, row-major 4x4) or --position x,y,z")
+    restarts = 8 if args.restarts is None else at_least(args.restarts, "--restarts", 1)
+    iters = 100 if args.max_iters is None else at_least(args.max_iters, "--max-iters", 1)
+    if args.tol is not None:
+        positive(args.tol, "--tol")
+    seed(args.seed)
+    budget(restarts, "--restarts", "batch")
+    budget(restarts * iters, "--restarts x --max-iters (solver iterations)")
+    model = load_robot(args)
     if args.target is not None:
         target = parse_pose_text(args.target, "--target")
     else:
         target = pose_from_position(parse_vector(args.position, 3, "--position", model.name))
     frame_idx, frame = ik_api.resolve_frame(model, args.frame)
-    seed_q = None if args.q0 is None else parse_vector(args.q0, model.nq, "--q0", model.name)
+    seed_q = None if args.q0 is None else parse_configuration(model, args.q0, "--q0")
+    warnings = [] if seed_q is None else limit_warnings(model, seed_q, "--q0")
     overrides = {}
     for field, cast in (("restarts", int), ("max_iters", int), ("tol", float)):
         value = getattr(args, field)
@@ -52,13 +73,14 @@ def cmd_ik(args) -> int:
     res = ik_api.ik(model, target, frame=frame, seed_q=seed_q, key=args.seed, locked=_names(args.lock),
                     position_only=args.position is not None, **overrides)
     T = api.fk(model, res.q)[frame_idx]
+    require_finite(f"ik {model.name}", q=res.q, T=T)
     report = {
         "robot": model.name, "frame": frame, "layout": LAYOUT,
         "mode": "position" if args.position is not None else "pose",
         "success": bool(res.success), "q": res.q.tolist(),
         "pos_residual": float(res.pos_residual), "rot_residual": float(res.rot_residual),
         "iterations": int(res.iterations), "restart": int(res.restart), "seed": args.seed,
-        "target": target.tolist(), "T": T.tolist(),
+        "target": target.tolist(), "T": T.tolist(), "limit_warnings": warnings,
     }
     status = "converged" if res.success else "NOT converged (best restart shown)"
     text = "\n".join([
@@ -68,6 +90,7 @@ def cmd_ik(args) -> int:
         f"  residual: position {float(res.pos_residual):.3e} m, rotation {float(res.rot_residual):.3e} rad"
         + (" (ignored: --position)" if args.position is not None else ""),
         f"  p = {_fmt(T[:3, 3])}",
+        *[f"  warning: {w}" for w in warnings],
     ])
     emit(args, report, text)
     return 0 if res.success else 1
@@ -80,7 +103,9 @@ def cmd_analyze(args) -> int:
 
     model = load_robot(args)
     q = configuration(model, args.joints)
+    warnings = limit_warnings(model, q, "--joints")
     out = ik_api.analyze(model, q, frame=args.frame)
+    require_finite(f"analyze {model.name}", singular_values=out["singular_values"])
     report = {
         "robot": model.name, "frame": out["frame"], "q": q.tolist(),
         "singular_values": out["singular_values"].tolist(),
@@ -101,6 +126,7 @@ def cmd_analyze(args) -> int:
         "escape_direction": out["escape_direction"].tolist(),
         "notes": "Jacobian LOCAL_WORLD_ALIGNED rows [v; w]; ellipsoid_axes lists one unit axis per row; "
                  "condition_number null means exactly singular",
+        "limit_warnings": warnings,
     }
     cond = report["condition_number"]
     text = "\n".join([
@@ -112,6 +138,7 @@ def cmd_analyze(args) -> int:
         f"  rank             : {int(out['rank'])} of {model.nv} joints "
         f"(nullspace dimension {report['nullspace_dim']})",
         f"  escape direction : {_fmt(out['escape_direction'], 4)}",
+        *[f"  warning: {w}" for w in warnings],
     ])
     emit(args, report, text)
     return 0
@@ -120,18 +147,55 @@ def cmd_analyze(args) -> int:
 # ---- calibrate ------------------------------------------------------------------------------
 
 def load_calibration_data(path: str) -> dict:
-    """An .npz or .json file -> dict of NumPy arrays (and an optional 'frame' string)."""
+    """An .npz or .json file -> dict of NumPy arrays (and an optional 'frame' string).
+
+    The file is read once, within ``CALIPER_MAX_FILE_MB`` (no device, FIFO or directory); every
+    error names ``--data``, the file and the field."""
+    import io
+    import zipfile
+
+    from caliper_jax import limits
+
     p = Path(path)
-    if not p.is_file():
-        raise CaliperError(f"--data: no such file: {path}")
-    if p.suffix.lower() == ".npz":
-        with np.load(p, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    elif p.suffix.lower() == ".json":
+    suffix = p.suffix.lower()
+    if suffix not in (".npz", ".json"):
+        raise CaliperError(f"--data: expected a .npz or .json file, got {p.suffix or 'no suffix'}")
+    try:
+        raw_bytes = limits.read_bytes(p, "file")
+    except CaliperError as exc:
+        raise CaliperError(f"--data: {exc}") from None
+    if suffix == ".npz":
+        data = {}
         try:
-            raw = json.loads(p.read_text())
+            with np.load(io.BytesIO(raw_bytes), allow_pickle=False) as z:
+                for k in z.files:
+                    try:
+                        data[k] = z[k]
+                    except ValueError:  # object arrays need pickle: never loaded
+                        raise CaliperError(f"--data: field {k!r} of {path} is not a numeric array "
+                                           "(object arrays are not read)") from None
+        except CaliperError:
+            raise
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as exc:
+            raise CaliperError(f"--data: {path} is not a readable .npz archive "
+                               f"({type(exc).__name__})") from None
+        if not isinstance(data, dict) or not data:
+            raise CaliperError(f"--data: {path} holds no arrays")
+        for k, v in list(data.items()):
+            if k == "frame":
+                continue
+            if v.dtype.kind not in "biuf":
+                raise CaliperError(f"--data: field {k!r} of {path} is not a numeric array (dtype {v.dtype})")
+            data[k] = v.astype(np.float64)
+    else:
+        try:
+            raw = json.loads(raw_bytes.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise CaliperError(f"--data: {path} is not UTF-8 text") from None
         except json.JSONDecodeError as exc:
             raise CaliperError(f"--data: {path} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        except RecursionError:
+            raise CaliperError(f"--data: {path} is nested too deeply") from None
         if not isinstance(raw, dict):
             raise CaliperError(f"--data: {path} must hold a JSON object")
         data = {}
@@ -141,13 +205,17 @@ def load_calibration_data(path: str) -> dict:
                 continue
             try:
                 data[k] = np.asarray(v, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise CaliperError(f"--data: field {k!r} is not a numeric array") from None
-    else:
-        raise CaliperError(f"--data: expected a .npz or .json file, got {p.suffix or 'no suffix'}")
+            except (TypeError, ValueError, OverflowError):
+                raise CaliperError(f"--data: field {k!r} is not a numeric array (a ragged or non-numeric "
+                                   "list)") from None
     if "frame" in data:
-        data["frame"] = str(np.asarray(data["frame"]).item() if not isinstance(data["frame"], str)
-                            else data["frame"])
+        frame = data["frame"]
+        if not isinstance(frame, str):
+            frame = np.asarray(frame)
+            if frame.shape != () or frame.dtype.kind not in "US":
+                raise CaliperError("--data: field 'frame' must be a frame name (a string)")
+            frame = str(frame.item())
+        data["frame"] = frame
     return data
 
 
@@ -158,12 +226,23 @@ def _need(data, keys, mode):
 
 
 def cmd_calibrate(args) -> int:
+    try:
+        return _calibrate(args)
+    except CaliperError as exc:   # the engine names fields as data.q / data.T: say which file
+        if str(exc).startswith("data"):
+            raise CaliperError(f"--data {args.data}: {exc}") from None
+        raise
+
+
+def _calibrate(args) -> int:
     from caliper_jax import calibration
     from caliper_jax.ik import api as ik_api
 
-    model = load_robot(args)
     data = load_calibration_data(args.data)
+    model = load_robot(args)
     mode = args.mode
+    rows = max([np.shape(v)[0] for k, v in data.items() if k != "frame" and np.ndim(v)] or [0])
+    budget(rows, "--data (observations)")
     if mode == "dynamic":
         _need(data, ("q", "qd", "qdd", "tau"), mode)
         res = calibration.identify_dynamics(model, data["q"], data["qd"], data["qdd"], data["tau"])

@@ -24,7 +24,24 @@ from typing import NamedTuple
 
 import numpy as np
 
-from caliper_jax.cli.common import emit, load_robot, parse_vector, robot_args
+from caliper_jax.cli import runtime
+from caliper_jax.cli.common import (
+    at_least,
+    budget,
+    coordinate_names,
+    emit,
+    finite_or_none,
+    limit_problems,
+    load_robot,
+    memory_budget,
+    parse_configuration,
+    parse_vector,
+    positive,
+    require_finite,
+    require_within_limits,
+    robot_args,
+    steps_of,
+)
 from caliper_jax.errors import CaliperError
 
 ROW_FORMATS = (".json", ".npz", ".csv")
@@ -74,11 +91,14 @@ class Planned(NamedTuple):
     problem: str | None      # why the move is not usable (IK failure, jump), else None
 
 
-def _start(model, args, limits) -> np.ndarray:
+def _start(model, args, limits, within: bool) -> np.ndarray:
     from caliper_jax.configuration import neutral
 
     if args.q0 is not None:
-        return parse_vector(args.q0, model.nq, "--q0", model.name)
+        q0 = parse_configuration(model, args.q0, "--q0")
+        if within:
+            require_within_limits(model, q0, "--q0")
+        return q0
     return np.clip(np.asarray(neutral(model), np.float64), limits.lower, limits.upper)
 
 
@@ -89,8 +109,8 @@ def _check_flags(args):
         raise CaliperError("--via, --linear and --screw need --target")
     if args.via is not None and args.screw:
         raise CaliperError("--screw is a MOVE_L option; it cannot be combined with --via (MOVE_C)")
-    if not (np.isfinite(args.dt) and args.dt > 0):
-        raise CaliperError(f"--dt must be > 0 and finite, got {args.dt}")
+    positive(args.dt, "--dt")
+    positive(args.max_jump, "--max-jump")
 
 
 @lru_cache(maxsize=None)
@@ -102,22 +122,28 @@ def _jitted(name: str):
     return jax.jit(getattr(motion, name))
 
 
-def plan_move(model, args) -> Planned:
-    """The move the flags describe (see the module notes)."""
+def plan_move(model, args, within_limits: bool = True) -> Planned:
+    """The move the flags describe (see the module notes). ``within_limits``: a --q0 or --goal
+    outside the joint limits is an error (``move``); ``report`` lints it instead (T001)."""
     from caliper_jax.ik import api as ik_api
     from caliper_jax.motion import MotionLimits, cartesian
 
     _check_flags(args)
     limits = MotionLimits.from_model(model)
-    q0 = _start(model, args, limits)
+    q0 = _start(model, args, limits, within_limits)
     frame_idx, frame = ik_api.resolve_frame(model, args.frame)
     if args.goal is not None:
-        goals = [parse_vector(g, model.nq, "--goal", model.name) for g in args.goal]
+        budget(len(args.goal), "--goal (waypoints of one move)", "batch")
+        goals = [parse_configuration(model, g, "--goal") for g in args.goal]
+        for g in goals if within_limits else ():
+            require_within_limits(model, g, "--goal")
         traj = _jitted("retime_waypoints")(np.stack([q0, *goals]), limits)
         return Planned("MOVE_J", traj, len(goals), q0, goals[-1], frame, None, None)
     target = parse_pose_or_point(args.target, "--target")
     kw = dict(frame=frame_idx, position_only=args.position_only, dt=args.dt, max_jump=args.max_jump,
               strict=False)
+    if args.via is not None or args.linear or args.screw:
+        _cartesian_budget(model, q0, frame_idx, args, target)
     if args.via is not None:
         via = parse_pose_or_point(args.via, "--via")
         move = cartesian.move_c(model, q0, via, target, **kw)
@@ -126,6 +152,7 @@ def plan_move(model, args) -> Planned:
     else:
         return _ik_then_move_j(model, args, q0, target, frame, limits)
     rep = move.report
+    names = coordinate_names(model)
     problem = None
     if rep.ik_failures:
         problem = (f"IK did not converge at {len(rep.ik_failures)} of {rep.n_samples} samples (first at "
@@ -133,8 +160,25 @@ def plan_move(model, args) -> Planned:
                    f"stretched arm) cannot leave it along the line -- try another --q0")
     elif rep.discontinuities:
         d = rep.discontinuities[0]
-        problem = f"joint {d.joint} jumps {d.jump:.3g} rad at t={d.time:.3f} s (> {rep.max_jump_limit:g})"
+        problem = (f"joint {names[d.joint]} jumps {d.jump:.3g} rad at t={d.time:.3f} s "
+                   f"(> --max-jump {rep.max_jump_limit:g})")
     return Planned(rep.kind, move.trajectory, 1, q0, move.q[-1], frame, rep, problem)
+
+
+def _cartesian_budget(model, q0, frame_idx, args, target) -> None:
+    """IK samples of a Cartesian move, bounded below by the straight-line length at the tool's
+    speed cap, against the steps budget before any IK is solved."""
+    from caliper_jax import api
+    from caliper_jax.motion import CartesianLimits
+
+    points = [np.asarray(api.fk(model, q0)[frame_idx])[:3, 3]]
+    for text in (args.via, args.target):
+        if text is not None:
+            x = parse_pose_or_point(text, "--target")
+            points.append(x[:3, 3] if x.shape == (4, 4) else x)
+    length = float(sum(np.linalg.norm(b - a) for a, b in zip(points, points[1:], strict=False)))
+    budget(steps_of(length / CartesianLimits().linear_velocity, args.dt),
+           f"--dt (at least {length:.3g} m of Cartesian path sampled every {args.dt:g} s, IK samples)")
 
 
 def _ik_then_move_j(model, args, q0, target, frame, limits) -> Planned:
@@ -142,7 +186,7 @@ def _ik_then_move_j(model, args, q0, target, frame, limits) -> Planned:
     from caliper_jax.ik import api as ik_api
 
     if target.shape == (3,):
-        T = api.fk(model, q0)[model.frame_id(frame)]
+        T = np.array(api.fk(model, q0)[model.frame_id(frame)], dtype=np.float64)   # a writable copy
         T[:3, 3] = target
         target = T
     res = ik_api.ik(model, target, frame=frame, seed_q=q0, position_only=args.position_only)
@@ -154,7 +198,33 @@ def _ik_then_move_j(model, args, q0, target, frame, limits) -> Planned:
     return Planned("MOVE_J", traj, 1, q0, np.asarray(res.q), frame, None, problem)
 
 
+def _checked(model, plan: Planned, rows, within_limits: bool = True) -> Planned:
+    """The sampled rows are checked before they are reported as a usable move: finite, and inside
+    the joint limits (a Cartesian move's IK may leave them); a violation becomes the plan's problem
+    (``report`` leaves the limits to its lint, T001)."""
+    require_finite(f"{plan.kind}", hint="the trajectory is not usable", t=rows[0], q=rows[1], qd=rows[2],
+                   qdd=rows[3])
+    if plan.problem is not None or not within_limits:
+        return plan
+    q = np.asarray(rows[1], dtype=np.float64)
+    lo, hi = np.asarray(model.qpos_lower, np.float64), np.asarray(model.qpos_upper, np.float64)
+    worst = np.argmax(np.maximum(lo - q, q - hi).max(axis=1))      # the row that leaves them most
+    problems = limit_problems(model, q[worst], "the move")
+    if problems:
+        return plan._replace(problem=f"{problems[0]} at t={float(rows[0][worst]):.3f} s")
+    return plan
+
+
 # ---- move -----------------------------------------------------------------------------------------
+
+def _out_dir(path: str, flag: str = "--out") -> None:
+    """An output file must be writable where it points: its folder exists, it is not a directory."""
+    p = Path(path)
+    if p.is_dir():
+        raise CaliperError(f"{flag}: {path} is a directory, expected a file name")
+    if not p.parent.is_dir():
+        raise CaliperError(f"{flag}: the folder {str(p.parent)!r} does not exist")
+
 
 def _row_format(path: str) -> str:
     suffix = Path(path).suffix.lower()
@@ -186,13 +256,18 @@ def cmd_move(args) -> int:
 
     if args.out:
         _row_format(args.out)
+        _out_dir(args.out)
     model = load_robot(args)
     plan = plan_move(model, args)
     duration = float(plan.trajectory.duration)
+    n = budget(steps_of(duration, args.dt) + 1, f"--dt ({duration:.4g} s sampled every {args.dt:g} s, rows)")
+    memory_budget(3 * 8 * n * (1 + 3 * model.nq), "--dt (the sampled rows)")
     rows = sample_at(plan.trajectory, uniform_times(duration, args.dt))
+    plan = _checked(model, plan, rows)
     names = dof_names(model)
     if args.out:
-        write_rows(args.out, rows, names)
+        with runtime.writing(), runtime.partial_output(args.out):   # an interrupt: whole file or none
+            write_rows(args.out, rows, names)
     report = {"robot": model.name, "kind": plan.kind, "frame": plan.frame, "ok": plan.problem is None,
               "problem": plan.problem, "duration": duration, "segments": plan.segments,
               "rows": int(rows[0].shape[0]), "dt": args.dt, "joint_names": list(names),
@@ -203,7 +278,8 @@ def cmd_move(args) -> int:
     lines += [f"  q_start = {_fmt(plan.q_start)}", f"  q_end   = {_fmt(plan.q_end)}"]
     if plan.cartesian is not None:
         c = plan.cartesian
-        why = "" if c.stretch_joint is None else f" (joint {c.stretch_joint} at {c.velocity_ratio:.3f}x vmax)"
+        why = ("" if c.stretch_joint is None else
+               f" (joint {coordinate_names(model)[c.stretch_joint]} at {c.velocity_ratio:.3f}x vmax)")
         lines += [f"  tool {c.frame}: path {c.path_length:.4g} m, {c.path_angle:.4g} rad; {c.n_samples} IK "
                   f"samples, max residual {c.max_pos_residual:.2e} m / {c.max_rot_residual:.2e} rad",
                   f"  nominal {c.nominal_duration:.4f} s, stretch x{c.stretch:.4f}{why}; largest joint step "
@@ -240,15 +316,19 @@ def cmd_report(args) -> int:
     from caliper_jax.motion.trajectory import sample_at
     from doctors.trajectory import ERROR, WARNING, format_report, sort_findings
 
-    if args.samples < 2:
-        raise CaliperError(f"--samples must be >= 2, got {args.samples}")
-    if args.clearance is not None and not (np.isfinite(args.clearance) and args.clearance >= 0):
-        raise CaliperError(f"--clearance must be >= 0 (0 disables T009), got {args.clearance}")
+    at_least(args.samples, "--samples", 2)
+    segments = len(args.goal) if args.goal else 1
+    n = budget(args.samples * segments, "--samples x segments (rows linted)")
+    if args.clearance is not None:
+        positive(args.clearance, "--clearance", allow_zero=True)
+    finite_or_none(args.ground, "--ground")
     model = load_robot(args)
-    plan = plan_move(model, args)
+    memory_budget(4 * 8 * n * (1 + 3 * model.nq + 6 * model.nv), "--samples (the linted rows and Jacobians)")
+    plan = plan_move(model, args, within_limits=False)     # outside the limits: T001, not an error
     duration = float(plan.trajectory.duration)
     times = np.linspace(0.0, duration, args.samples * plan.segments)
     rows = sample_at(plan.trajectory, times)
+    plan = _checked(model, plan, rows, within_limits=False)
     rep, findings, metrics = lint_model_path(model, *rows, frame=plan.frame)
     findings = sort_findings(list(findings) + collision_findings(model, args, rows[0], rows[1]))
     errors = sum(f.severity == ERROR for f in findings)

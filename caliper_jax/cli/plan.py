@@ -16,7 +16,22 @@ from pathlib import Path
 
 import numpy as np
 
-from caliper_jax.cli.common import configuration, emit, load_robot, parse_vector, robot_args
+from caliper_jax.cli.common import (
+    at_least,
+    budget,
+    configuration,
+    coordinate_names,
+    emit,
+    finite_or_none,
+    limit_warnings,
+    load_robot,
+    parse_configuration,
+    positive,
+    require_finite,
+    require_within_limits,
+    robot_args,
+    seed,
+)
 from caliper_jax.errors import CaliperError
 
 
@@ -36,10 +51,27 @@ def _scene_args(p):
 def _obstacles(args):
     from caliper_jax.collision.geometry import ground, parse_box, parse_sphere
 
-    obs = [parse_box(b) for b in args.box] + [parse_sphere(s) for s in args.sphere]
+    def parsed(parse, text, flag):
+        try:
+            return parse(text)
+        except CaliperError as exc:   # every message names the flag
+            raise CaliperError(str(exc) if str(exc).startswith(flag) else f"{flag} {text!r}: {exc}") from None
+
+    budget(len(args.box) + len(args.sphere), "--box / --sphere (obstacles)", "batch")
+    obs = [parsed(parse_box, b, "--box") for b in args.box] + [parsed(parse_sphere, s, "--sphere")
+                                                              for s in args.sphere]
     if args.ground is not None:
-        obs.append(ground(args.ground))
+        obs.append(ground(finite_or_none(args.ground, "--ground")))
     return obs
+
+
+def _edge_budget(model, resolution: float) -> None:
+    """Samples along the longest possible edge (the widest joint range) at ``--resolution``."""
+    positive(resolution, "--resolution")
+    span = np.asarray(model.qpos_upper, np.float64) - np.asarray(model.qpos_lower, np.float64)
+    widest = float(np.max(np.where(np.isfinite(span), span, 2 * np.pi))) if model.nq else 0.0
+    budget(widest / resolution, f"--resolution ({resolution:g} over a joint range of {widest:.4g}: "
+           "states per edge check)")
 
 
 def find_srdf(model) -> Path | None:
@@ -53,7 +85,12 @@ def find_srdf(model) -> Path | None:
 
 def _srdf(args, model):
     if args.srdf:
-        return Path(args.srdf)
+        from caliper_jax import limits
+
+        try:
+            return limits.check_file(args.srdf, "SRDF file")
+        except CaliperError as exc:
+            raise CaliperError(f"--srdf: {exc}") from None
     if args.no_srdf:
         return None
     return find_srdf(model)
@@ -73,13 +110,15 @@ def _fmt(v) -> str:
 def cmd_check(args) -> int:
     from caliper_jax.collision import api, build_collision_model
 
-    if args.top < 0:
-        raise CaliperError(f"--top must be >= 0, got {args.top}")
+    at_least(args.top, "--top", 0)
+    positive(args.margin, "--margin", allow_zero=True)
     model = load_robot(args)
     q = configuration(model, args.joints)
+    warnings = limit_warnings(model, q, "--joints")
     obstacles, srdf = _scene(args, model)
     cm = build_collision_model(model, obstacles, srdf=srdf)
     report = api.check(model, cm, q, margin=args.margin)
+    report["limit_warnings"] = warnings
     report["srdf"] = None if srdf is None else str(srdf)
     report["allowed_pairs"] = len(cm.allowed)
     shown = report["link_pairs"] if args.all_pairs else report["link_pairs"][: args.top]
@@ -97,6 +136,7 @@ def cmd_check(args) -> int:
         lines.append(f"  uncovered: {u['link']}: {u['reason']}")
     for n in report["notes"]:
         lines.append(f"  note: {n}")
+    lines += [f"  warning: {w}" for w in warnings]
     emit(args, report, "\n".join(lines))
     return 1 if (args.strict and report["in_collision"]) else 0
 
@@ -112,10 +152,17 @@ def cmd_plan(args) -> int:
         raise CaliperError(f"--planner: expected one of {', '.join(PLANNERS)}, got {args.planner!r}")
     if args.retime is not None and args.retime not in RETIMERS:
         raise CaliperError(f"--retime: expected one of {', '.join(RETIMERS)}, got {args.retime!r}")
-    if not (np.isfinite(args.clearance) and args.clearance >= 0):
-        raise CaliperError(f"--clearance must be >= 0 (0 disables T009), got {args.clearance}")
+    positive(args.clearance, "--clearance", allow_zero=True)
+    positive(args.margin, "--margin", allow_zero=True)
+    positive(args.step, "--step")
+    seed(args.seed)
+    if args.max_iterations is not None:
+        budget(at_least(args.max_iterations, "--max-iterations", 1), "--max-iterations")
+    if args.batch is not None:
+        budget(at_least(args.batch, "--batch", 1), "--batch", "batch")
     model = load_robot(args)
-    goal = parse_vector(args.goal, model.nq, "--goal", model.name)
+    _edge_budget(model, args.resolution)
+    goal = parse_configuration(model, args.goal, "--goal")   # outside the limits: out_of_reach, exit 1
     start = configuration(model, args.start, "--start")
     obstacles, srdf = _scene(args, model)
     cm = build_collision_model(model, obstacles, srdf=srdf)
@@ -158,30 +205,59 @@ def cmd_trajopt(args) -> int:
     from caliper_jax.collision import build_collision_model, build_sphere_model
     from caliper_jax.trajopt import ChompOptions, trajopt
 
+    at_least(args.waypoints, "--waypoints", 3)
+    at_least(args.iterations, "--iterations", 0)
+    at_least(args.inits, "--inits", 1)
+    seed(args.seed)
+    positive(args.learning_rate, "--learning-rate")
+    budget(args.inits * args.waypoints, "--inits x --waypoints (paths optimised at once)", "batch")
+    budget(args.inits * args.iterations, "--inits x --iterations (optimiser steps)")
     model = load_robot(args)
-    start = parse_vector(args.start, model.nq, "--start", model.name)
-    goal = parse_vector(args.goal, model.nq, "--goal", model.name)
+    _edge_budget(model, args.resolution)
+    start = parse_configuration(model, args.start, "--start")
+    goal = parse_configuration(model, args.goal, "--goal")
+    require_within_limits(model, start, "--start")
+    require_within_limits(model, goal, "--goal")
+    free = _free_names(model, args.free)
     obstacles, srdf = _scene(args, model)
     spheres, fits = build_sphere_model(model, obstacles, srdf=srdf)
     exact = build_collision_model(model, obstacles, srdf=srdf)
     opts = ChompOptions(n_waypoints=args.waypoints, iterations=args.iterations,
                         learning_rate=args.learning_rate).check()
     res = trajopt(model, start, goal, inits=args.inits, seed=args.seed, opts=opts, spheres=spheres,
-                  exact=exact, resolution=args.resolution)
+                  exact=exact, resolution=args.resolution, free=free)
+    require_finite(f"trajopt {model.name}", hint="the optimisation diverged: lower --learning-rate",
+                   path=res.paths[0])
     ok = bool(res.success[0])
+    held = [n for n, a, b in zip(coordinate_names(model), start, goal, strict=True)
+            if a == b and n not in free]
     report = {"robot": model.name, "start": start.tolist(), "goal": goal.tolist(), "seed": args.seed,
               "success": ok, "cost": float(res.costs[0]), "initial_cost": float(res.initial_costs[0]),
               "chosen_init": int(res.chosen[0]), "inits": args.inits, "waypoints": res.paths[0].tolist(),
               "srdf": None if srdf is None else str(srdf), "obstacles": list(exact.obstacles),
               "spheres": [f.to_dict() for f in fits], "uncovered": [u.to_dict() for u in exact.uncovered],
+              "held_joints": held,
               "note": f"checked with the exact colliders at a {args.resolution:g} resolution (sampled)"}
     lines = [f"{model.name}: CHOMP {'collision-free' if ok else 'FAILED (still in collision)'}; cost "
              f"{report['initial_cost']:.4g} (straight line) -> {report['cost']:.4g} "
              f"(init {report['chosen_init']} of {args.inits})"]
     for w in res.paths[0][:: max(1, args.waypoints // 8)]:
         lines.append(f"  {_fmt(w)}")
+    if held:
+        lines.append(f"  held (start == goal; --free NAMES lets them move): {', '.join(held)}")
     emit(args, report, "\n".join(lines))
     return 0 if ok else 1
+
+
+def _free_names(model, text) -> list[str]:
+    names = [t for t in (text or "").replace(",", " ").split() if t]
+    if names == ["all"]:
+        return list(model.joint_names)
+    for name in names:
+        if name not in model.joint_names:
+            raise CaliperError(f"--free: robot {model.name!r} has no joint named {name!r} "
+                               f"(joints: {', '.join(model.joint_names)})")
+    return names
 
 
 def _seeded_args(p):
@@ -228,6 +304,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iterations", type=int, default=200)
     p.add_argument("--learning-rate", type=float, default=0.02)
     p.add_argument("--inits", type=int, default=8, help="initialisations optimised together (default 8)")
+    p.add_argument("--free", default=None, metavar="NAMES",
+                   help="joints that may move although start == goal (comma separated, or 'all'; by "
+                        "default a joint the problem does not move, e.g. a gripper finger, is held)")
     _seeded_args(p)
     p.set_defaults(func=cmd_trajopt)
 

@@ -9,13 +9,14 @@ ticks, so timestamps are exactly k / fps. ``fps`` must divide the tick rate ``1 
 """
 from __future__ import annotations
 
-import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import NamedTuple
 
 import jax
 import numpy as np
 
+from caliper_jax import progress as progress_bar
 from caliper_jax.control.controller import ControlParams, control_params
 from caliper_jax.control.runner import check_dt, initial_states, run_chunk
 from caliper_jax.control.safety import SafetyParams, safety_params
@@ -37,7 +38,8 @@ def decimation(dt: float, fps: int) -> int:
     rate = 1.0 / dt
     every = round(rate / fps)
     if every < 1 or abs(every * fps * dt - 1.0) > 1e-6:       # 1e-6: a float32 dt still divides
-        divisors = [f for f in range(1, int(round(rate)) + 1) if abs(rate / f - round(rate / f)) < 1e-9]
+        top = min(int(round(rate)), 100_000)      # a tiny dt must not make the hint loop forever
+        divisors = [f for f in range(1, top + 1) if abs(rate / f - round(rate / f)) < 1e-9]
         hint = ", ".join(str(f) for f in divisors[:12]) + (", ..." if len(divisors) > 12 else "")
         raise CaliperError(f"fps {fps} does not divide the tick rate {rate:g} Hz (1/dt); "
                            f"frames must fall on whole ticks, so use one of: {hint}")
@@ -55,28 +57,6 @@ def features(joint_names) -> dict:
     names = list(joint_names)
     spec = {"dtype": "float32", "shape": [len(names)], "names": names}
     return {"observation.state": dict(spec), "action": dict(spec)}
-
-
-class _Progress:
-    """A progress bar on stderr, only on a TTY (or when forced)."""
-
-    def __init__(self, total: int, label: str, enabled: bool | None = None, stream=None):
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else bool(enabled)
-        self.total, self.label, self.done = max(int(total), 1), label, 0
-
-    def step(self, n: int) -> None:
-        self.done = min(self.total, self.done + n)
-        if self.enabled:
-            pct = self.done * 100 // self.total
-            bar = "#" * (pct // 4) + "-" * (25 - pct // 4)
-            self.stream.write(f"\r{self.label} [{bar}] {pct:3d}% ({self.done}/{self.total} ticks)")
-            self.stream.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 class Recorder:
@@ -166,12 +146,15 @@ class RecordResult(NamedTuple):
 def record(root, model: Model, source, q0, ticks: int, fps: int = 50, *, params: ControlParams | None = None,
            safety: SafetyParams | None = None, task: str = "reach the goal", seed: int = 0, v0=None,
            source_batched: bool = False, randomized=(), progress: bool | None = None,
-           chunk_ticks: int = CHUNK_TICKS) -> RecordResult:
+           chunk_ticks: int = CHUNK_TICKS, write_guard=nullcontext) -> RecordResult:
     """Roll out every world of ``q0`` ((nq,) or (nworld, nq)) for ``ticks`` ticks and record one
     episode per world at ``fps``: frames at ticks 0, n, 2n, ... < ticks (n = 1 / (fps dt)).
 
     The rollout runs in jitted chunks of whole frames (~``chunk_ticks`` ticks); the last chunk is
-    padded to the chunk size, and its extra ticks are simulated but not recorded."""
+    padded to the chunk size, and its extra ticks are simulated but not recorded. ``progress``:
+    a bar with an ETA on stderr (None: see :func:`caliper_jax.progress.enabled`).
+    ``write_guard()`` is entered around the dataset write (the CLI's interrupt guard): nothing is
+    written before the rollout has finished."""
     params = params or control_params(model)
     safety = safety or safety_params(model, float(params.dt))
     dt = check_dt(params, safety)
@@ -187,9 +170,8 @@ def record(root, model: Model, source, q0, ticks: int, fps: int = 50, *, params:
     state, _ = initial_states(model, q0b, v0, seed)
     nworld = q0b.shape[0]
     names = list(model.joint_names)
-    bar = _Progress(frames * every, "record", progress)
     q_rows, a_rows = [], []
-    try:
+    with progress_bar.bar(frames * every, "record", unit="tick", enabled=progress) as bar:
         done = 0
         while done < frames:
             state, rows = run_chunk(model, params, safety, source, state, per_chunk * every, every, True,
@@ -198,12 +180,10 @@ def record(root, model: Model, source, q0, ticks: int, fps: int = 50, *, params:
             q_rows.append(np.asarray(rows.q)[:, :take])        # (nworld, frames, nq)
             a_rows.append(np.asarray(rows.command)[:, :take])
             done += take
-            bar.step(take * every)
-    finally:
-        bar.close()
+            bar.update(take * every)
     q_all = np.concatenate(q_rows, axis=1).transpose(1, 0, 2)
     a_all = np.concatenate(a_rows, axis=1).transpose(1, 0, 2)
-    with Recorder(root, names, fps, dt, nworld=nworld, robot_type=model.name) as rec:
+    with write_guard(), Recorder(root, names, fps, dt, nworld=nworld, robot_type=model.name) as rec:
         rec.add_frames(q_all, a_all)
         episodes = rec.save(task)
     final = jax.tree_util.tree_map(np.asarray, state)

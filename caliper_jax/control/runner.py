@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from caliper_jax.backend.contract import Backend, BackendState, ControlMode, check_step_dt
+from caliper_jax.backend.contract import Backend, BackendState, ControlMode
 from caliper_jax.control import flags as F
 from caliper_jax.control.controller import ControlParams, control_params
 from caliper_jax.control.loop import LoopState, batched_rollout, controller_tick, init_state, rollout
@@ -158,8 +158,14 @@ class ControlLoop:
         self.safety = (safety or safety_params(model, float(self.params.dt)))
         if self.safety.model is not None:
             self.safety = self.safety.replace(model=model)
-        self.dt = check_dt(self.params, self.safety)
-        check_step_dt(self.dt, backend.timestep)
+        dt = check_dt(self.params, self.safety)
+        # params.dt is held in the model's dtype (float32 stores 1e-3 as 1.00000005e-3): accept it to
+        # that dtype's rounding and step the backend by the exact multiple of its timestep.
+        n = round(dt / backend.timestep)
+        if n < 1 or abs(n * backend.timestep - dt) > max(1e-9, 4 * float(jnp.finfo(model.dtype).eps)) * dt:
+            raise CaliperError(f"the loop's dt={dt} is not an integer multiple of the backend's timestep "
+                               f"{backend.timestep}")
+        self.dt = n * backend.timestep
         backend.set_mode(ControlMode.TORQUE)
         st = backend.state()
         self.safety_state = jax.vmap(lambda q: init_safety(q, model.nv))(jnp.asarray(st.q, model.dtype))

@@ -149,7 +149,9 @@ def safety_params(model: Model, dt: float = 1e-3, *, lower=None, upper=None, vma
     lo = vec(lower, model.qpos_lower, "lower")
     hi = vec(upper, model.qpos_upper, "upper")
     if np.any(lo > hi):
-        raise CaliperError(f"lower limit above upper limit on joint {int(np.flatnonzero(lo > hi)[0])}")
+        j = int(np.flatnonzero(lo > hi)[0])
+        name = model.joint_names[j] if len(model.joint_names) == model.nv else str(j)
+        raise CaliperError(f"lower limit above upper limit on joint {name} ({lo[j]:.6g} > {hi[j]:.6g})")
     vel = vec(vmax, model.dof_velocity_limit, "vmax")
     eff = vec(effort, model.dof_effort_limit, "effort")
     for name, arr in (("vmax", vel), ("effort", eff)):

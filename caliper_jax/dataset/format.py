@@ -250,12 +250,19 @@ def dumps_json(obj, indent: int | None = 4) -> bytes:
 
 
 def read_json(path: Path, what: str):
+    """The JSON document at ``path`` (a regular file within ``CALIPER_MAX_FILE_MB``)."""
+    from caliper_jax import limits
+
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        raise CaliperError(f"{path}: missing ({what})")
+    text = limits.read_text(path, what)
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CaliperError(f"{path}: missing ({what})") from None
-    except (OSError, ValueError) as exc:
+        return json.loads(text)
+    except ValueError as exc:
         raise CaliperError(f"{path}: unreadable {what}: {exc}") from None
+    except RecursionError:
+        raise CaliperError(f"{path}: unreadable {what}: nested too deeply") from None
 
 
 def load_info(root: Path) -> dict:
@@ -273,8 +280,28 @@ def load_info(root: Path) -> dict:
     for key in ("fps", "features", "total_episodes", "total_frames"):
         if key not in info:
             raise CaliperError(f"{path}: missing field {key!r}")
+    info["fps"] = _whole(info["fps"], path, "fps", minimum=1)
+    for key in ("total_episodes", "total_frames", "total_tasks", "chunks_size"):
+        if key in info:
+            info[key] = _whole(info[key], path, key, minimum=1 if key == "chunks_size" else 0)
+    if not isinstance(info["features"], dict):
+        raise CaliperError(f"{path}: field 'features' must be a JSON object")
     for name, feat in info["features"].items():
         if not isinstance(feat, dict) or "dtype" not in feat or "shape" not in feat:
             raise CaliperError(f"{path}: feature {name!r} lacks dtype/shape")
-        feat["shape"] = [int(s) for s in feat["shape"]]
+        shape = feat["shape"]
+        if not isinstance(shape, list):
+            raise CaliperError(f"{path}: feature {name!r}: shape must be a list of sizes, got {shape!r}")
+        feat["shape"] = [_whole(n, path, f"features.{name}.shape", minimum=0) for n in shape]
     return info
+
+
+def _whole(value, path, field: str, minimum: int) -> int:
+    """An info.json integer field (an integral float such as 30.0 is accepted), >= ``minimum``."""
+    ok = isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(value, float) and value.is_integer():
+        value, ok = int(value), True
+    if not ok or value < minimum:
+        kind = "a positive integer" if minimum >= 1 else "a non-negative integer"
+        raise CaliperError(f"{path}: field {field!r} must be {kind}, got {value!r}")
+    return value

@@ -112,7 +112,8 @@ def verify_png(data: bytes) -> None:
 def _decode_builtin(data: bytes) -> np.ndarray:
     (w, h, depth, color, _, _, interlace), raw = _parse(data)
     if depth != 8 or color not in _CHANNELS or interlace:
-        raise CaliperError(f"PNG variant not supported without Pillow (depth {depth}, color {color})")
+        raise CaliperError(f"PNG variant not supported without Pillow (depth {depth}, color {color}; "
+                           'pip install "caliper-jax[video]")')
     c = _CHANNELS[color]
     if len(raw) != h * (w * c + 1):
         raise CaliperError("PNG data has the wrong size")

@@ -69,6 +69,9 @@ class LeRobotReader:
 
     def __init__(self, root):
         self.root = Path(root)
+        if not self.root.is_dir():
+            what = "not a directory" if self.root.exists() else "no such directory"
+            raise CaliperError(f"{self.root}: {what} (a dataset root holds meta/ and data/)")
         if pending_commit(self.root):
             raise CaliperError(
                 f"{self.root / TXN_NAME}: an interrupted write; run `caliper data recover "
@@ -79,6 +82,11 @@ class LeRobotReader:
         self.fps = int(self.info["fps"])
         self.tasks: list[str] = read_tasks(self.root) if self.info["total_episodes"] else []
         self.episodes: list[dict] = read_episodes(self.root) if self.info["total_episodes"] else []
+        if self.info["total_episodes"] and not self.episodes:
+            raise CaliperError(
+                f"{self.root / fmt.EPISODES_DIR}: missing or empty episodes metadata (info.json declares "
+                f"{self.info['total_episodes']} episode(s)); the dataset cannot be read without it"
+            )
         self.episodes.sort(key=lambda r: r["episode_index"])
         self._starts = [r["dataset_from_index"] for r in self.episodes]
         self._file: _DataFile | None = None

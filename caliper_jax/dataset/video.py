@@ -29,7 +29,7 @@ def _av():
         import av
     except ImportError:
         raise CaliperError(
-            "video features need PyAV (pip install av) or caller-supplied MP4s "
+            'video features need PyAV (pip install "caliper-jax[video]") or caller-supplied MP4s '
             "(save_episode(videos={key: path}))"
         ) from None
     return av

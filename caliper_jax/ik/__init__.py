@@ -7,7 +7,15 @@
                direction of a frame Jacobian.
 ``poses``      the one pose layout (4x4 row-major T_world_frame) and its validation.
 ``api``        NumPy-in/out faces: ``ik``, ``ik_position``, ``analytic_ik``, ``analyze``.
+
+The package itself is callable: ``caliper_jax.ik(model, T, ...)`` is ``caliper_jax.ik.ik(model, T,
+...)``. ``caliper_jax`` exports ``ik`` as this package (not the bare function), so ``cj.ik(...)``,
+``cj.ik.analyze(...)``, ``from caliper_jax import ik`` and ``import caliper_jax.ik`` name one object
+whatever the import order (docs/stability.md).
 """
+import sys as _sys
+import types as _types
+
 from caliper_jax.ik.api import (
     AnalyticSolution,
     IKSolution,
@@ -25,3 +33,13 @@ __all__ = [
     "AnalyticSolution", "IKSolution", "analytic_ik", "analyze", "default_frame", "default_seed", "ik",
     "ik_position", "IKOptions", "IKResult", "solve", "solve_batch", "LAYOUT", "as_poses", "parse_pose_text",
 ]
+
+
+class _CallableModule(_types.ModuleType):
+    """The module type of ``caliper_jax.ik``: calling the package calls :func:`ik`."""
+
+    def __call__(self, *args, **kwargs):
+        return ik(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -249,7 +249,9 @@ def solve_dh(params: DHParams, T06, dtype):
         t5 = k5 * _acos_branch(R06[:, 2] @ z1, slack)
         s5 = jnp.sin(t5)
         v = R06.T @ z1                                   # (s5 c6, -s5 s6, c5)
-        wrist_ok = jnp.abs(s5) > 1e3 * slack
+        # below sqrt(eps) the division by s5 costs more than taking the wrist as singular (t6 = 0,
+        # error ~ |s5|); 1e3 * slack (1e6 eps) was 0.12 in float32, a wrong t6 within 7 deg of it
+        wrist_ok = jnp.abs(s5) > float(np.sqrt(jnp.finfo(dtype).eps))
         s5_safe = jnp.where(wrist_ok, s5, 1.0)
         t6 = jnp.where(wrist_ok, jnp.arctan2(-v[1] / s5_safe, v[0] / s5_safe), 0.0)
         # T14 = T01^-1 T06 T56^-1 T45^-1
@@ -285,10 +287,12 @@ def solve(model: Model, geom: URGeometry, target_T, reference_q=None, tol: float
 
     Each angle is the 2 pi representative nearest ``reference_q`` (default 0) that lies within
     the limits; ``valid`` marks branches that exist, respect the limits and reproduce the target
-    through the Model's FK to ``tol``. ``params`` (default ``params_of(geom)``) may be traced;
-    only ``geom.frame`` and ``geom.q_index`` are used statically. Pure JAX: vmap over targets,
-    jit at the caller."""
+    through the Model's FK to ``tol``, floored at 1e3 eps of the dtype (the branch tests' slack:
+    float32 branches reproduce their targets to ~1e2 eps, 1e-5, above the default 1e-6).
+    ``params`` (default ``params_of(geom)``) may be traced; only ``geom.frame`` and
+    ``geom.q_index`` are used statically. Pure JAX: vmap over targets, jit at the caller."""
     dtype = model.dtype
+    tol = jnp.maximum(jnp.asarray(tol, dtype), 1e3 * float(jnp.finfo(dtype).eps))
     params = params_of(geom, dtype) if params is None else params
     target_T = jnp.asarray(target_T, dtype)
     T06 = params.T_base_inv @ target_T @ params.T_tool_inv

@@ -282,7 +282,9 @@ def _fitted(model: Model, frame: int) -> analytic.URGeometry:
 
 
 @lru_cache(maxsize=None)
-def _analytic_fn(frame: int, q_index: tuple):
+def _analytic_fn(frame: int, q_index: tuple, x64: bool):
+    # one closure per jax_enable_x64 setting: JAX can replay the NumPy index array, first traced
+    # with x64 off, as an int32 constant in a float64 trace (see model.tables)
     geom = analytic.URGeometry(frame, None, None, None, None, None, None, np.array(q_index), 0.0)
 
     def run(model, params, targets, refs, tol):
@@ -297,7 +299,7 @@ def analytic_ik(model: Model, target_T, *, frame=None, reference_q=None,
     targets = as_poses(target_T, "target")
     frame_idx, frame_name = resolve_frame(model, frame)
     geom = _fitted(model, frame_idx)
-    solver = _analytic_fn(frame_idx, tuple(int(i) for i in geom.q_index))
+    solver = _analytic_fn(frame_idx, tuple(int(i) for i in geom.q_index), bool(jax.config.jax_enable_x64))
     batch = targets.shape[:-2]
     ref = np.zeros(model.nq) if reference_q is None else np.asarray(reference_q, np.float64)
     if ref.shape[-1:] != (model.nq,):

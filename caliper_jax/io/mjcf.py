@@ -3,6 +3,9 @@
 A MuJoCo body may carry several joints at offsets inside it; each becomes one of our bodies
 (massless but the last), chained at the joint positions, so the kinematics are identical. Free
 joints sit at the identity with MuJoCo's ``qpos0`` as their neutral value. Sites become frames.
+An active joint equality between two hinge/slide joints with a linear ``polycoef="offset
+multiplier 0 0 0"`` is a mimic joint (``joint1 = offset + multiplier * joint2``), as the MJCF
+generator writes URDF mimics; other joint equalities are listed in the description's warnings.
 """
 from __future__ import annotations
 
@@ -22,9 +25,14 @@ def read_mjcf(path) -> RobotDescription:
     """Read an MJCF file with ``mujoco.MjModel.from_xml_path``."""
     import mujoco
 
+    from caliper_jax import limits
+    from caliper_jax.errors import CaliperError
+
     path = Path(path)
-    if not path.is_file():
-        raise ModelError(f"{path}: no such file")
+    try:
+        limits.check_file(path, "MJCF file")   # regular file within CALIPER_MAX_FILE_MB (not /dev/zero)
+    except CaliperError as exc:
+        raise ModelError(str(exc)) from None
     try:
         mj = mujoco.MjModel.from_xml_path(str(path))
     except ValueError as exc:
@@ -44,6 +52,7 @@ def description_from_mjmodel(mj, source: str = "<mjModel>") -> RobotDescription:
     geoms: list[Geom] = []
     # MuJoCo body -> (our body carrying it, R, p of the MuJoCo body frame in that body's frame)
     carrier = {0: (-1, np.eye(3), np.zeros(3))}
+    joint_body = {}  # MuJoCo joint id -> our body index
     for b in range(1, mj.nbody):
         parent_body, Rp, pp = carrier[int(mj.body_parentid[b])]
         Rb = Rp @ quat_matrix(mj.body_quat[b])
@@ -73,6 +82,7 @@ def description_from_mjmodel(mj, source: str = "<mjModel>") -> RobotDescription:
                 body.effort, body.velocity = np.array([eff]), np.array([np.inf])
             bodies.append(body)
             cur = len(bodies) - 1
+            joint_body[j] = cur
             frames.append(Frame(jname, cur, np.eye(3), np.zeros(3), "joint"))
             R_in, p_in = np.eye(3), -jpos
         carrier[b] = (cur, R_in, p_in)
@@ -81,10 +91,17 @@ def description_from_mjmodel(mj, source: str = "<mjModel>") -> RobotDescription:
             Ri = R_in @ quat_matrix(mj.body_iquat[b])
             bodies[cur].add_inertia(float(mj.body_mass[b]), R_in @ mj.body_ipos[b] + p_in,
                                     Ri @ np.diag(mj.body_inertia[b]) @ Ri.T)
+    by_name = {f.name: f for f in frames}
     for s in range(mj.nsite):
         cur, Rc, pc = carrier[int(mj.site_bodyid[s])]
-        frames.append(Frame(name(mujoco.mjtObj.mjOBJ_SITE, s, f"site{s}"), cur,
-                            Rc @ quat_matrix(mj.site_quat[s]), Rc @ mj.site_pos[s] + pc, "site"))
+        site = Frame(name(mujoco.mjtObj.mjOBJ_SITE, s, f"site{s}"), cur,
+                     Rc @ quat_matrix(mj.site_quat[s]), Rc @ mj.site_pos[s] + pc, "site")
+        same = by_name.get(site.name)
+        if same is not None and same.parent == cur and np.allclose(same.R, site.R, atol=1e-12) \
+                and np.allclose(same.p, site.p, atol=1e-12):
+            continue  # the site marks a body's own frame (as generated MJCF does): one frame, not two
+        frames.append(site)
+        by_name.setdefault(site.name, site)
     for g in range(mj.ngeom):
         kind = _GEOMS.get(int(mj.geom_type[g]))
         cur, Rc, pc = carrier[int(mj.geom_bodyid[g])]
@@ -98,6 +115,47 @@ def description_from_mjmodel(mj, source: str = "<mjModel>") -> RobotDescription:
         geoms.append(Geom(name(mujoco.mjtObj.mjOBJ_BODY, int(mj.geom_bodyid[g]), "world"), cur, role, kind,
                           tuple(map(tuple, Rg)), tuple(Rc @ mj.geom_pos[g] + pc),
                           tuple(float(x) for x in size), None, mesh_uri))
+    warnings = _read_mimics(mj, bodies, joint_body, source)
     return RobotDescription(name(mujoco.mjtObj.mjOBJ_MODEL, 0, Path(source).stem), bodies, frames, geoms,
-                            source, gravity=np.array(mj.opt.gravity, dtype=float))
+                            source, gravity=np.array(mj.opt.gravity, dtype=float), warnings=warnings)
+
+
+def _read_mimics(mj, bodies: list[Body], joint_body: dict, source: str) -> list[str]:
+    """Set ``Body.mimic`` from linear joint equalities; chains are composed onto their first
+    independent joint. Returns a warning for each joint equality that is not read as a mimic."""
+    import mujoco
+
+    warnings: list[str] = []
+    link: dict[int, tuple[int, float, float]] = {}  # mimic body -> (source body, multiplier, offset)
+    for e in range(mj.neq):
+        if int(mj.eq_type[e]) != int(mujoco.mjtEq.mjEQ_JOINT):
+            continue
+        label = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_EQUALITY, e) or f"equality{e}"
+        j1, j2 = int(mj.eq_obj1id[e]), int(mj.eq_obj2id[e])
+        poly = np.asarray(mj.eq_data[e][:5], dtype=float)
+        why = None
+        if not mj.eq_active0[e]:
+            why = "inactive"
+        elif j2 < 0:
+            why = "no joint2 (it locks joint1)"
+        elif np.any(poly[2:] != 0.0):
+            why = f"non-linear polycoef {' '.join(f'{c:g}' for c in poly)}"
+        elif bodies[joint_body[j1]].nv != 1 or bodies[joint_body[j2]].nv != 1:
+            why = "not between two hinge/slide joints"
+        elif joint_body[j1] in link:
+            why = f"joint {bodies[joint_body[j1]].name!r} is already coupled by another equality"
+        if why:
+            warnings.append(f"joint equality {label!r} not read as a mimic: {why}")
+            continue
+        link[joint_body[j1]] = (joint_body[j2], float(poly[1]), float(poly[0]))
+    for b, (src, mult, off) in link.items():
+        seen = {b}
+        while src in link:  # y = off + mult x, x = off2 + mult2 z  ->  y = off + mult off2 + mult mult2 z
+            if src in seen:
+                raise ModelError(f"{source}: joint equalities form a cycle through {bodies[src].name!r}")
+            seen.add(src)
+            src2, mult2, off2 = link[src]
+            src, mult, off = src2, mult * mult2, off + mult * off2
+        bodies[b].mimic = (bodies[src].name, mult, off)
+    return warnings
 

@@ -1,6 +1,8 @@
 """Read and parse a ``<robot>`` XML file (URDF, SRDF) with the checks both readers share."""
 from __future__ import annotations
 
+import codecs
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -22,11 +24,36 @@ def parse_robot_xml(text: str, source: str, what: str = "", error: type = Calipe
     return root
 
 
-def read_text(path: Path, kind: str = "file", error: type = CaliperError) -> str:
-    """The UTF-8 text of ``path``; ``error(...)`` naming it (as a ``kind``) when missing or unreadable."""
+_DECLARED = re.compile(rb"""\s*<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
+
+
+def decode_xml(data: bytes) -> str:
+    """XML bytes -> text as an XML parser reads them: a UTF-16 or UTF-8 byte-order mark, else UTF-8,
+    else the encoding the XML declaration names (UnicodeDecodeError / LookupError when that fails)."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16")
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise error(f"{path}: no such {kind}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        declared = _DECLARED.match(data)
+        if declared is None:
+            raise
+        return data.decode(declared.group(1).decode("ascii"))
+
+
+def read_text(path: Path, kind: str = "file", error: type = CaliperError) -> str:
+    """The text of ``path`` (see :func:`decode_xml`); ``error(...)`` naming it (as a ``kind``) when
+    missing, unreadable, not a regular file or over the file-size budget (``caliper_jax.limits``)."""
+    from caliper_jax import limits
+
+    try:
+        data = limits.read_bytes(path, kind)   # a regular file within CALIPER_MAX_FILE_MB, or an error
+    except CaliperError as exc:
+        raise error(str(exc)) from None
+    try:
+        return decode_xml(data)
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not text in a known encoding (a binary file? byte {exc.start} is "
+                    f"0x{data[exc.start]:02x})") from None
+    except LookupError as exc:
         raise error(f"{path}: cannot read ({exc})") from None

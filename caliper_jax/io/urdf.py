@@ -25,7 +25,7 @@ def read_urdf(path, *, floating: bool = False, mimic: bool = True, mesh_roots=()
     """Read a URDF file. ``floating`` adds a free joint above the root link; ``mimic=False``
     treats mimic joints as independent coordinates (Pinocchio's default)."""
     path = Path(path)
-    text = read_text(path, error=ModelError)
+    text = read_text(path, "URDF file", error=ModelError)
     return read_urdf_string(text, source=str(path), floating=floating, mimic=mimic, mesh_roots=mesh_roots)
 
 
@@ -80,6 +80,7 @@ class _Builder:
         self.floating, self.mimic, self.mesh_roots = floating, mimic, mesh_roots
         self.bodies: list[Body] = []
         self.frames: list[Frame] = []
+        self.frame_names: set[str] = set()   # names in self.frames (a list scan per joint is O(n^2))
         self.geoms: list[Geom] = []
         self.warnings: list[str] = []
 
@@ -146,12 +147,16 @@ class _Builder:
         stack = [(link, body, R, p)]
         while stack:
             link, body, R, p = stack.pop()
-            self.frames.append(Frame(link, body, R, p, "link"))
+            self._add_frame(Frame(link, body, R, p, "link"))
             el = self.links[link]
             self._inertial(el, link, body, R, p)
             self._geometry(el, link, body, R, p)
             attached = [self._joint(jname, body, R, p) for jname in self.children[link]]
             stack.extend(reversed(attached))
+
+    def _add_frame(self, frame: Frame):
+        self.frames.append(frame)
+        self.frame_names.add(frame.name)
 
     def _joint(self, jname, body, R, p):
         el = self.joints[jname]
@@ -161,8 +166,8 @@ class _Builder:
         Rj, pj = R @ Ro, R @ po + p
         child = el.find("child").get("link")
         if jtype == "fixed":
-            if not any(f.name == jname for f in self.frames):
-                self.frames.append(Frame(jname, body, Rj, pj, "joint"))
+            if jname not in self.frame_names:
+                self._add_frame(Frame(jname, body, Rj, pj, "joint"))
             return child, body, Rj, pj
         if jtype == "floating":
             new = Body(jname, "free", body, Rj, pj, np.zeros(3))
@@ -189,8 +194,8 @@ class _Builder:
                              _attr_float(mim, "offset", f"{where} <mimic>", 0.0))
         self.bodies.append(new)
         index = len(self.bodies) - 1
-        if not any(f.name == jname for f in self.frames):
-            self.frames.append(Frame(jname, index, np.eye(3), np.zeros(3), "joint"))
+        if jname not in self.frame_names:
+            self._add_frame(Frame(jname, index, np.eye(3), np.zeros(3), "joint"))
         return child, index, np.eye(3), np.zeros(3)
 
     def _limits(self, el, body, jtype, where):

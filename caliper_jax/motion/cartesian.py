@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from caliper_jax import limits as budgets
 from caliper_jax.errors import CaliperError
 from caliper_jax.ik import api as ik_api
 from caliper_jax.ik import numerical
@@ -313,7 +314,8 @@ def follow_path(model: Model, q_start, path: PosePath, *, kind: str, frame=None,
     path = jax.tree_util.tree_map(lambda x: x if x.dtype == bool else x.astype(dtype), path)
     angle = 0.0 if position_only else float(path.angle)
     law = _time_law(jnp.asarray(path.length, dtype), jnp.asarray(angle, dtype), cart)
-    nominal = float(law.duration)
+    nominal = float(law.duration)    # the IK samples are checked against the budget before any is solved
+    budgets.check("steps", np.ceil(nominal / dt) + 1, f"{kind} dt={dt:g} s over {nominal:.4g} s (IK samples)")
     n_int = max(1, int(np.ceil(nominal / dt - 1e-9)))
     times = np.linspace(0.0, nominal, n_int + 1)
     u = np.clip(_law_at(law, times)[0], 0.0, 1.0)

@@ -74,7 +74,8 @@ def lint_model_path(model: Model, times, q, qd, qdd, *, limits: MotionLimits | N
     names = dof_names(model)
     report = path_report(times, q, qd, qdd, limits, manipulability=metrics.manipulability,
                          sigma_min=metrics.sigma_min, joint_names=names)
-    findings = lint_path(times, q, qd, qdd, limits, sigma_min=metrics.sigma_min, options=options)
+    findings = lint_path(times, q, qd, qdd, limits, sigma_min=metrics.sigma_min, options=options,
+                         joint_names=names)
     return report, findings, metrics
 
 

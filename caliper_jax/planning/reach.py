@@ -43,7 +43,9 @@ def classify_joint_goal(checker: Checker, goal, tol: float = 1e-9) -> Reach:
     if np.any(below | above):
         j = int(np.flatnonzero(below | above)[0])
         side, bound = ("lower", checker.lower[j]) if below[j] else ("upper", checker.upper[j])
-        return Reach(OUT_OF_REACH, f"joint {j} goal {goal[j]:.6g} is beyond its {side} limit {bound:.6g}")
+        names = getattr(getattr(checker, "model", None), "joint_names", ())
+        name = names[j] if len(names) == len(goal) else str(j)
+        return Reach(OUT_OF_REACH, f"joint {name} goal {goal[j]:.6g} is beyond its {side} limit {bound:.6g}")
     if not checker.valid_one(goal):
         what = "in collision"
         if checker.margin > 0:

@@ -23,11 +23,38 @@ from caliper_jax.trajopt.chomp import ChompOptions, initial_paths, optimize
 
 
 @partial(jax.jit, static_argnames=("opts",))
-def solve_batch(model, spheres, starts, goals, inits, opts: ChompOptions):
+def solve_batch(model, spheres, starts, goals, inits, opts: ChompOptions, free=None):
     """vmap over problems (P) and initialisations (K): inits (P, K, n, nq) ->
-    (paths (P, K, n, nq), costs (P, K), traces (P, K, iterations))."""
-    one = lambda s, g, i: optimize(model, spheres, s, g, i, opts)
-    return jax.vmap(lambda s, g, ks: jax.vmap(lambda i: one(s, g, i))(ks))(starts, goals, inits)
+    (paths (P, K, n, nq), costs (P, K), traces (P, K, iterations)). ``free`` (P, nq) bool: the
+    joints each problem may move (default all)."""
+    if free is None:
+        free = jnp.ones(starts.shape, bool)
+    one = lambda s, g, i, f: optimize(model, spheres, s, g, i, opts, free=f)
+    return jax.vmap(lambda s, g, ks, f: jax.vmap(lambda i: one(s, g, i, f))(ks))(starts, goals, inits, free)
+
+
+def free_joints(model: Model, starts, goals, free=None) -> np.ndarray:
+    """(P, nq) bool: which joints each problem may move. Default: the joints whose start and goal
+    differ -- a joint the problem does not ask to move (a gripper finger, a mimic source, a wrist at
+    the same angle at both ends) stays where it is. ``free``: joint names (or a (nq,) / (P, nq) bool
+    mask) that may move as well, to let the optimiser use them to go around obstacles."""
+    starts, goals = np.atleast_2d(starts), np.atleast_2d(goals)
+    moving = starts != goals
+    if free is None:
+        return moving
+    if isinstance(free, str):
+        free = [free]
+    arr = np.asarray(free)
+    if arr.dtype == bool:
+        return moving | np.broadcast_to(arr, moving.shape)
+    extra = np.zeros(model.nq, bool)
+    names = list(model.joint_names)
+    for name in free:
+        if name not in names:
+            raise CaliperError(f"free: robot {model.name!r} has no joint named {name!r} "
+                               f"(joints: {', '.join(names)})")
+        extra[model.qfull_src[model.body_qadr[model.body_id(name)]]] = True
+    return moving | extra[None]
 
 
 @partial(jax.jit, static_argnames=("count", "n"))
@@ -57,8 +84,11 @@ class TrajoptResult:
 def trajopt(model: Model, starts, goals, obstacles=(), *, inits: int = 8, seed=0,
             opts: ChompOptions | None = None, init_scale: float = 1.0, resolution: float = 0.02,
             spheres: CollisionModel | None = None, exact: CollisionModel | None = None,
-            checker: Checker | None = None, **scene_kw) -> TrajoptResult:
+            checker: Checker | None = None, free=None, **scene_kw) -> TrajoptResult:
     """Optimise paths from ``starts`` to ``goals`` ((P, nq) or (nq,)) among ``obstacles``.
+
+    Only the joints whose start and goal differ move, plus those named in ``free`` (see
+    :func:`free_joints`): a joint the problem does not ask to move is held at its start.
 
     ``spheres``/``exact`` default to the sphere approximation and the exact colliders of the model
     among ``obstacles`` (``scene_kw`` -- srdf, disabled_pairs -- go to both builders).
@@ -84,11 +114,14 @@ def trajopt(model: Model, starts, goals, obstacles=(), *, inits: int = 8, seed=0
     dt = model.dtype
     P, n = starts.shape[0], opts.n_waypoints
     lo, hi = checker.lower, checker.upper
+    moving = free_joints(model, starts, goals, free)
     init = _initial_batch(jnp.asarray(starts, dt), jnp.asarray(goals, dt), as_key(seed), jnp.asarray(lo, dt),
                           jnp.asarray(hi, dt), jnp.asarray(init_scale, dt), inits, n)
+    init = jnp.where(jnp.asarray(moving)[:, None, None, :], init, jnp.asarray(starts, dt)[:, None, None, :])
     paths, costs, traces = solve_batch(model, spheres, jnp.asarray(starts, dt), jnp.asarray(goals, dt), init,
-                                       opts)
+                                       opts, jnp.asarray(moving))
     paths, costs = np.asarray(paths, dtype=np.float64), np.asarray(costs, dtype=np.float64)
+    paths = np.where(moving[:, None, None, :], paths, starts[:, None, None, :])   # held: exactly at start
     # the first init is the straight line; its cost before the first step is the trace's head
     c0 = np.asarray(traces[:, 0, 0], dtype=np.float64) if opts.iterations else costs[:, 0]
     order = np.argsort(np.where(np.isfinite(costs), costs, np.inf), axis=1, kind="stable")

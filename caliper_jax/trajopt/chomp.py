@@ -130,9 +130,12 @@ def _second_difference(m: int):
     return K, Kinv
 
 
-def optimize(model: Model, spheres: CollisionModel, start, goal, init, opts: ChompOptions = ChompOptions()):
+def optimize(model: Model, spheres: CollisionModel, start, goal, init, opts: ChompOptions = ChompOptions(),
+             free=None):
     """Optimise one path. ``init`` (n, nq) is the initial path (its endpoints are replaced by
     ``start`` and ``goal``). Returns ``(path (n, nq), final cost, cost per iteration (iterations,))``.
+    ``free`` (nq,) bool: the joints that may move (default all); a held joint keeps ``init``'s
+    column exactly (its updates are zeroed).
 
     The variables are the interior's second differences ``a = K x + e`` (``K`` the second-
     difference matrix, ``e`` the endpoint terms), in which the smoothness term is isotropic: a
@@ -153,11 +156,13 @@ def optimize(model: Model, spheres: CollisionModel, start, goal, init, opts: Cho
     a0 = to_a(jnp.clip(init[1:-1], lo, hi))
 
     tx = opts.transformation()
+    mask = jnp.ones(init.shape[1], dt) if free is None else jnp.asarray(free).astype(dt)
 
     def step(carry, _):
         a, state = carry
         f, g = value_and_grad(a)
         updates, state = tx.update(g, state, a)
+        updates = updates * mask[None, :]          # held joints do not move
         # trust region in joint space: a step of the second differences moves the waypoints by
         # Kinv @ step, up to ~m^2/8 times larger; cap the largest waypoint move at max_step
         peak = jnp.max(jnp.abs(Kinv @ updates))

@@ -1,4 +1,4 @@
-"""Asset doctor: diagnose URDF / xacro files (A001-A016) and write mechanically repaired copies.
+"""Asset doctor: diagnose URDF / xacro files (A001-A019) and write mechanically repaired copies.
 
 NumPy only (trimesh, when installed, reads extra mesh formats); never imports JAX.
 """

@@ -1,4 +1,7 @@
-"""The A001-A016 checks, and ``diagnose``.
+"""The A001-A019 checks, and ``diagnose``.
+
+Everything caliper's URDF loader (``caliper_jax.io.urdf``) refuses is reported here as an
+Error-severity finding, or makes the file uninspectable (``tests/test_doctor_loader_agreement.py``).
 
 The predicates that decide whether a link or joint is defective (``mass_problem``,
 ``axis_state``, ``range_state``, ``basename_clashes``) are shared with :mod:`repair`, so a repair
@@ -30,6 +33,13 @@ from doctors.asset.urdf_xml import (
 INERTIA_KEYS = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
 LIMIT_ATTRS = ("lower", "upper", "effort", "velocity")
 AXIS_TYPES = ("revolute", "continuous", "prismatic", "planar")
+LOADABLE_JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating")  # caliper's loader
+RANGED_TYPES = ("revolute", "prismatic")  # types whose <limit lower upper> the loader reads
+ONE_DOF_TYPES = ("revolute", "continuous", "prismatic")  # joints a mimic can follow
+# shape -> (attribute, count) the loader reads; required unless it has a default
+SHAPES = {"box": (("size", 3),), "sphere": (("radius", 1),), "cylinder": (("radius", 1), ("length", 1)),
+          "capsule": (("radius", 1), ("length", 1)), "mesh": (("scale", 3),)}
+OPTIONAL_SHAPE_ATTRS = {("mesh", "scale")}
 AXIS_ZERO = 1e-12
 AXIS_UNIT_TOL = 1e-6
 INERTIA_REL_TOL = 1e-9
@@ -38,7 +48,7 @@ HULL_VERTEX_CAP = 1024
 SEVERITY = {"A001": "Error", "A002": "Error", "A003": "Error", "A004": "Warning", "A005": "Warning",
             "A006": "Info", "A007": "Warning", "A008": "Error", "A009": "Warning", "A010": "Info",
             "A011": "Error", "A012": "Error", "A013": "Error", "A014": "Error", "A015": "Error",
-            "A016": "Error"}
+            "A016": "Error", "A017": "Error", "A018": "Error", "A019": "Error"}
 HINTS = {
     "A001": "Add the link's <inertial> from CAD, or repair with compute_inertials (uniform density, "
             "from the link's geometry).",
@@ -53,12 +63,19 @@ HINTS = {
     "A008": "Write the intended axis as three numbers, e.g. xyz=\"0 0 1\".",
     "A009": "Write a unit axis, or repair with normalize_axes.",
     "A010": "Nothing to fix (the root never moves); it marks a CAD-exporter file.",
-    "A011": "Point <mimic joint=...> at an existing joint, or remove the <mimic>.",
+    "A011": "Point <mimic joint=...> at an existing revolute, continuous or prismatic joint, or remove "
+            "the <mimic>.",
     "A012": "Make every mimic follow a joint that is not itself a mimic.",
     "A013": "Run the file through xacro once and ship the expanded URDF.",
     "A014": "Add velocity= to the <limit>, or repair with inject_limits (velocity=\"1\").",
     "A015": "Rename the duplicates so that every link and joint name is unique.",
     "A016": "Write plain decimal numbers; inject_limits replaces an unparseable revolute range.",
+    "A017": "Use revolute, continuous, prismatic, fixed or floating (a planar joint is two prismatic "
+            "joints and a revolute one).",
+    "A018": "Connect every link into one tree under a single root link (add the missing joints, or "
+            "remove the stray links).",
+    "A019": "Give each <geometry> one <box size>, <sphere radius>, <cylinder radius length> or "
+            "<mesh filename> element.",
 }
 
 
@@ -77,8 +94,8 @@ def diagnose(path: str | Path, mesh_roots: Sequence[str | Path] = ()) -> Report:
 def run_checks(document: Document, meshes: Meshes) -> Report:
     """Run every check on a loaded document."""
     robot = build_robot(document.root, str(document.path))
-    findings = [*_xacro(document), *_names(robot), *_inertials(robot), *_geometry(robot),
-                *_meshes(robot, meshes), *_joints(robot), *_origins(robot), *_mimics(robot)]
+    findings = [*_xacro(document), *_names(robot), *_structure(robot), *_inertials(robot), *_geometry(robot),
+                *_shapes(robot), *_meshes(robot, meshes), *_joints(robot), *_origins(robot), *_mimics(robot)]
     return Report(str(document.path), findings, list(meshes.unchecked))
 
 
@@ -106,6 +123,22 @@ def mass_problem(link: Link) -> str | None:
     return f"has mass {raw} kg" if value <= 0 else None
 
 
+def root_mass_problem(link: Link) -> str | None:
+    """Why the loader refuses a root link's mass (a <mass> without a number, or negative), or None.
+    A root without <inertial> or <mass>, or with mass 0, is fine (A010 notes the zero mass)."""
+    inertial = link.inertial
+    mass = None if inertial is None else inertial.find("mass")
+    if mass is None:
+        return None
+    raw = mass.get("value")
+    if raw is None:
+        return "has a <mass> without value="
+    value = parse_number(raw)
+    if value is None:
+        return f"has mass `{raw}`, not a finite number"
+    return f"has a negative mass {raw} kg" if value < 0 else None
+
+
 def axis_state(joint: Joint) -> tuple[str, np.ndarray | None]:
     """("absent" | "bad" | "zero" | "nonunit" | "unit", the unit vector when "nonunit")."""
     axis = joint.elem.find("axis")
@@ -123,6 +156,15 @@ def axis_state(joint: Joint) -> tuple[str, np.ndarray | None]:
     if abs(norm - 1.0) > AXIS_UNIT_TOL:
         return "nonunit", scaled / np.linalg.norm(scaled)
     return "unit", None
+
+
+def inverted_range(joint: Joint) -> bool:
+    """True when a revolute/prismatic ``<limit>`` has lower > upper (the loader refuses it)."""
+    limit = joint.limit
+    if joint.type not in RANGED_TYPES or limit is None:
+        return False
+    lower, upper = (parse_number(limit.get(k, "0")) for k in ("lower", "upper"))
+    return lower is not None and upper is not None and lower > upper
 
 
 def range_state(joint: Joint) -> str | None:
@@ -216,6 +258,24 @@ def inertia_problem(link: Link) -> str | None:
     return None
 
 
+def _structure(robot: Robot) -> list[Finding]:
+    """A018 (not one tree) and A017 (joint types the loader cannot build)."""
+    findings = []
+    if not robot.links:
+        findings.append(_finding("A018", "the file defines no <link>: there is no robot to load"))
+    elif len(robot.roots) > 1:
+        names = ", ".join(f"`{link.name}`" for link in robot.roots)
+        message = f"{len(robot.roots)} root links ({names}): the links do not form one connected tree"
+        findings.append(_finding("A018", message, link=robot.roots[0].name))
+    for joint in robot.joints:
+        if joint.type not in LOADABLE_JOINT_TYPES:
+            what = f'type "{joint.type}"' if joint.type else "no type="
+            message = (f"joint `{joint.name}` has {what}; caliper loads "
+                       f"{', '.join(LOADABLE_JOINT_TYPES)}")
+            findings.append(_finding("A017", message, joint=joint.name))
+    return findings
+
+
 def _inertials(robot: Robot) -> list[Finding]:
     findings = []
     roots = {link.index for link in robot.roots}
@@ -224,6 +284,10 @@ def _inertials(robot: Robot) -> list[Finding]:
         if problem:
             message = f"link `{link.name}` {problem}; without a real inertial the model has no dynamics"
             findings.append(_finding("A001", message, bool(link.collisions or link.visuals), link=link.name))
+        root_problem = root_mass_problem(link) if link.index in roots else None
+        if root_problem:
+            message = f"root link `{link.name}` {root_problem}; the loader refuses it"
+            findings.append(_finding("A001", message, link=link.name))
         why = inertia_problem(link)
         if why:
             message = f"link `{link.name}` has an implausible inertia tensor: {why}"
@@ -240,6 +304,35 @@ def _geometry(robot: Robot) -> list[Finding]:
     return [_finding("A005", f"link `{link.name}` has <visual> but no <collision>: collision checks and "
                              "planning do not see it", link=link.name)
             for link in robot.links if link.visuals and not link.collisions]
+
+
+def _shapes(robot: Robot) -> list[Finding]:
+    """A019 (a geometry the loader cannot read) and A016 (its size is not numbers)."""
+    findings = []
+    for link in robot.links:
+        for role, geometries in (("collision", link.collisions), ("visual", link.visuals)):
+            for k, geometry in enumerate(geometries):
+                where = f"link `{link.name}` <{role}> #{k}"
+                shape = geometry.shape
+                if shape is None:
+                    findings.append(_finding("A019", f"{where} has an empty <geometry>", link=link.name))
+                    continue
+                if shape.tag not in SHAPES:
+                    message = f"{where} has an unsupported shape <{shape.tag}> (box, sphere, cylinder, " \
+                              "capsule or mesh)"
+                    findings.append(_finding("A019", message, link=link.name))
+                    continue
+                for attr, count in SHAPES[shape.tag]:
+                    raw = shape.get(attr)
+                    if raw is None:
+                        if (shape.tag, attr) not in OPTIONAL_SHAPE_ATTRS:
+                            message = f"{where} <{shape.tag}> has no {attr}="
+                            findings.append(_finding("A019", message, link=link.name))
+                    elif parse_vector(raw, count) is None:
+                        numbers = "a finite number" if count == 1 else f"{count} finite numbers"
+                        message = f"{where} <{shape.tag} {attr}=\"{raw}\"> is not {numbers}"
+                        findings.append(_finding("A016", message, link=link.name))
+    return findings
 
 
 def _meshes(robot: Robot, meshes: Meshes) -> list[Finding]:
@@ -281,9 +374,13 @@ def _joints(robot: Robot) -> list[Finding]:
         state = range_state(joint)
         if state == "missing":
             findings.append(_finding("A007", f"revolute joint `{name}` has no <limit>", True, joint=name))
-        elif state == "degenerate":
+        elif state == "degenerate" and not inverted_range(joint):
             bounds = f"lower {limit.get('lower', '0')} >= upper {limit.get('upper', '0')}"
             findings.append(_finding("A007", f"revolute joint `{name}` has {bounds}", True, joint=name))
+        if inverted_range(joint):  # an Error: the loader refuses the file
+            bounds = f"lower {limit.get('lower', '0')} > upper {limit.get('upper', '0')}"
+            message = f"{joint.type} joint `{name}` has an inverted range: {bounds}"
+            findings.append(_finding("A007", message, joint.type == "revolute", "Error", joint=name))
         axis, _ = axis_state(joint)
         if axis in ("bad", "zero", "nonunit"):
             raw = joint.elem.find("axis").get("xyz", "1 0 0")
@@ -302,6 +399,14 @@ def _joints(robot: Robot) -> list[Finding]:
                 fixable = joint.type == "revolute" and attr in ("lower", "upper")
                 message = f"joint `{name}` <limit {attr}=\"{value}\"> is not a finite number"
                 findings.append(_finding("A016", message, fixable, joint=name))
+    for joint in robot.joints:
+        for tag, attrs in (("dynamics", ("damping", "friction")), ("mimic", ("multiplier", "offset"))):
+            elem = joint.elem.find(tag)
+            for attr in attrs if elem is not None else ():
+                value = elem.get(attr)
+                if value is not None and parse_number(value) is None:
+                    message = f"joint `{joint.name}` <{tag} {attr}=\"{value}\"> is not a finite number"
+                    findings.append(_finding("A016", message, joint=joint.name))
     return findings
 
 
@@ -323,16 +428,24 @@ def _origins(robot: Robot) -> list[Finding]:
 def _mimics(robot: Robot) -> list[Finding]:
     mimics = {j.name: j.elem.find("mimic") for j in robot.joints if j.elem.find("mimic") is not None}
     names = {j.name for j in robot.joints}
+    types = {j.name: j.type for j in robot.joints}
     findings = []
     for joint in robot.joints:
         mimic = joint.elem.find("mimic")
         if mimic is None:
             continue
         source = mimic.get("joint", "")
-        if source == joint.name:
+        if not source:
+            message = f"joint `{joint.name}` has a <mimic> without joint="
+            findings.append(_finding("A011", message, joint=joint.name))
+        elif source == joint.name:
             findings.append(_finding("A012", f"joint `{joint.name}` mimics itself", joint=joint.name))
         elif source not in names:
             message = f"joint `{joint.name}` mimics `{source}`, which is not a joint in this file"
+            findings.append(_finding("A011", message, joint=joint.name))
+        elif types[source] not in ONE_DOF_TYPES:
+            message = (f"joint `{joint.name}` mimics `{source}`, a {types[source] or 'untyped'} joint "
+                       "without the one coordinate a mimic follows")
             findings.append(_finding("A011", message, joint=joint.name))
         elif source in mimics:
             upstream = mimics[source].get("joint")

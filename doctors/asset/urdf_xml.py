@@ -12,9 +12,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from caliper_jax import limits
 from caliper_jax.errors import CaliperError
 
-MAX_BYTES = 256 * 1024 * 1024
 MAX_DEPTH = 128
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
@@ -25,8 +25,10 @@ def read_bytes(path: Path) -> bytes:
         size = path.stat().st_size
         if not path.is_file():
             raise CaliperError(f"{path}: not a regular file")
-        if size > MAX_BYTES:
-            raise CaliperError(f"{path}: file is {size} bytes, larger than the {MAX_BYTES}-byte limit")
+        cap = limits.limit("file_mb") * 2**20       # the one file-size budget (caliper_jax.limits)
+        if size > cap:
+            raise CaliperError(f"{path}: file is {size} bytes, over the {cap // 2**20} MiB limit "
+                               f"(set {limits.env_name('file_mb')}=N to raise it)")
         data = path.read_bytes()
     except OSError as exc:
         raise CaliperError(f"{path}: cannot read file ({exc.strerror or exc})") from None

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from caliper_jax import progress as progress_bar
 from caliper_jax.dataset import format as fmt
 from caliper_jax.dataset import video
 from caliper_jax.dataset.reader import LeRobotReader
@@ -21,7 +22,6 @@ from doctors.dataset import checks, structure
 from doctors.dataset.accumulate import Histogram, Moments, Reservoir
 from doctors.dataset.cameras import check_stream
 from doctors.dataset.findings import DoctorOptions, Finding
-from doctors.dataset.progress import Progress
 from doctors.dataset.report import Report
 from doctors.dataset.rules import finding
 
@@ -100,7 +100,22 @@ class _Scan:
             ]
         dt = np.diff(ts)
         period = 1.0 / self.fps
-        bad = np.flatnonzero((dt <= 0) | (np.abs(dt - period) > self.opts.dt_tolerance * period))
+        back = np.flatnonzero(dt <= 0)
+        if len(back):  # time standing still or running backwards: frames are misordered, an Error
+            i = int(back[0])
+            return [
+                finding(
+                    "D010",
+                    f"episode {ep}: timestamps go {'backwards' if dt[i] < 0 else 'nowhere'} at frame "
+                    f"{i + 1} ({ts[i]:.6g} s -> {ts[i + 1]:.6g} s; {len(back)} non-increasing step(s))",
+                    severity="Error",
+                    episode=ep,
+                    frame=i + 1,
+                    feature="timestamp",
+                    value=float(dt[i]),
+                )
+            ]
+        bad = np.flatnonzero(np.abs(dt - period) > self.opts.dt_tolerance * period)
         if len(bad):
             i = int(bad[0])
             return [
@@ -211,14 +226,14 @@ def diagnose(root, options: DoctorOptions | None = None, progress: bool | None =
             finding("D021", f"video feature {k!r} not checked: PyAV is not installed", feature=k)
             for k in videos
         ]
-    bar = Progress(2 * reader.num_episodes, "doctor", progress)
+    bar = progress_bar.bar(2 * reader.num_episodes, "doctor", unit="ep", enabled=progress)
     readable = []
     for ep in range(reader.num_episodes):
         try:
             arrays = reader.episode(ep, scan.keys + INDEX_COLUMNS + images, decode_images=False)
         except CaliperError as exc:
             findings.append(finding("D019", f"episode {ep}: {exc}", episode=ep))
-            bar.step(2)
+            bar.update(2)
             continue
         readable.append(ep)
         findings += structure.check_episode(reader, ep, arrays)
@@ -227,11 +242,11 @@ def diagnose(root, options: DoctorOptions | None = None, progress: bool | None =
             findings += check_stream(key, ep, arrays[key], True, opts)
         for key in videos if decode_videos else []:
             findings += _video_checks(reader, ep, key, opts)
-        bar.step()
+        bar.update()
     scan.start_pass2()
     for ep in readable:
         scan.pass2(ep, reader.episode(ep, scan.keys))
-        bar.step()
+        bar.update()
     bar.close()
     findings += scan.findings(reader.stats, features)
     findings = [f for f in findings if f.code not in opts.skip]

@@ -50,7 +50,8 @@ RULES: dict[str, tuple[str, str, str]] = {
         "episode shorter than the policy window",
         "lower the policy's chunk/window size or drop the short episodes",
     ),
-    "D021": ("Info", "video not checked", "pip install av to let the doctor decode video features"),
+    "D021": ("Info", "video not checked",
+             'pip install "caliper-jax[video]" (PyAV) to let the doctor decode video features'),
 }
 
 

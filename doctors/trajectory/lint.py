@@ -4,7 +4,7 @@ T008/T009 (collision and near-miss) belong to the collision checker and are not 
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -44,6 +44,7 @@ class Finding:
     message: str
     t_start: float | None = None
     t_end: float | None = None
+    joint_name: str | None = None   # the joint's name when the caller gave names (lint_path)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -168,12 +169,14 @@ def _t007(times, sigma, opts):
     return out
 
 
-def lint_path(times, q, qd, qdd, limits, sigma_min=None, options: LintOptions | None = None) -> list[Finding]:
+def lint_path(times, q, qd, qdd, limits, sigma_min=None, options: LintOptions | None = None,
+              joint_names=None) -> list[Finding]:
     """T001-T007 over sampled rows; returns findings sorted by severity, code, time ([] = clean).
 
     ``limits`` has per-dof ``lower``, ``upper``, ``vmax``, ``amax`` and (optional, default inf)
     ``jmax``; ``sigma_min`` is the smallest singular value of the world Jacobian per sample,
-    computed by the caller (T007 is skipped without it).
+    computed by the caller (T007 is skipped without it). ``joint_names`` (one per dof): the
+    messages name joints by name (``joint_name`` set), not by their index.
     """
     opts = options or LintOptions()
     rows = check_rows(times, q, qd, qdd)
@@ -191,4 +194,10 @@ def lint_path(times, q, qd, qdd, limits, sigma_min=None, options: LintOptions | 
     findings += _t006(rows, lim, opts)
     if sigma is not None:
         findings += _t007(rows.times, sigma, opts)
+    if joint_names is not None:
+        names = [str(n) for n in joint_names]
+        findings = [f if f.joint is None else
+                    replace(f, joint_name=names[f.joint],
+                            message=f.message.replace(f"joint {f.joint} ", f"joint {names[f.joint]} ", 1))
+                    for f in findings]
     return sort_findings(findings)

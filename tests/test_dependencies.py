@@ -1,0 +1,51 @@
+"""Every third-party import of the runtime packages is a declared dependency (tools/check_deps.py)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOL = ROOT / "tools" / "check_deps.py"
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True, timeout=300)
+
+
+def test_every_runtime_import_is_declared():
+    result = _run()
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _project(tmp_path, body, deps='"numpy"', extras=""):
+    (tmp_path / "pyproject.toml").write_text(
+        f'[project]\nname = "demo-pkg"\nversion = "0"\ndependencies = [{deps}]\n'
+        f"[project.optional-dependencies]\ntest = [\"pytest\", \"trimesh\"]\n{extras}"
+        '[tool.setuptools.packages.find]\ninclude = ["demo*"]\n')
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "__init__.py").write_text(body)
+    return tmp_path
+
+
+def test_check_catches_undeclared_test_only_and_eager_extra_imports(tmp_path):
+    body = ("import os\nimport numpy\nfrom demo import x\n\n"
+            "def f():\n    import trimesh\n    import yaml\n\n"
+            "import PIL\n")
+    root = _project(tmp_path, body, extras='img = ["pillow"]\n')
+    result = _run("--root", str(root))
+    assert result.returncode == 1
+    out = result.stdout
+    assert "trimesh is imported by the runtime" in out and "only in the extra(s) test" in out
+    assert "pyyaml" in out and "not declared" in out
+    assert "at module level" in out and "never names the extra" in out
+    assert "numpy" not in out.split("problem(s):")[1]
+
+
+def test_check_accepts_lazy_extra_import_that_names_the_extra(tmp_path):
+    body = ('def f():\n    try:\n        import PIL\n    except ImportError:\n'
+            '        raise ValueError(\'pip install "demo-pkg[img]"\') from None\n')
+    root = _project(tmp_path, body, extras='img = ["pillow"]\n')
+    result = _run("--root", str(root))
+    assert result.returncode == 0, result.stdout
+    assert "extra      pillow [img]" in result.stdout
