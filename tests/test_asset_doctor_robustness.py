@@ -61,7 +61,7 @@ CORPUS = {
     "tiny_axis": ("r.urdf", CLEAN.replace('<axis xyz="0 1 0"/>', '<axis xyz="0 1e-320 0"/>'), "A008"),
     "mesh_garbage": ("r.urdf", CLEAN.replace("meshes/cube.stl", "meshes/cube.obj.stl"), "A003"),
     "weird_scheme": ("r.urdf", CLEAN.replace("meshes/cube.stl", "http://example.com/x.stl"), "A003"),
-    "empty_geometry": ("r.urdf", CLEAN.replace('<sphere radius="0.03"/>', ""), "clean"),
+    "empty_geometry": ("r.urdf", CLEAN.replace('<sphere radius="0.03"/>', ""), "A019"),  # load refuses it
     "unknown_encoding": ("r.urdf", CLEAN.replace(DECLARATION, '<?xml version="1.0" encoding="x"?>'), "error"),
     "multibyte_encoding": ("r.urdf", CLEAN.replace(DECLARATION, '<?xml version="1.0" encoding="sjis"?>'),
                            "error"),
