@@ -10,7 +10,7 @@ from doctors.trajectory import Finding, lint_path, sort_findings
 
 @pytest.fixture(scope="module")
 def arm():
-    return load("collide_arm")
+    return load("collide_arm", dtype=np.float32)      # the user's default precision
 
 
 def _sweep(qa, qb, n):

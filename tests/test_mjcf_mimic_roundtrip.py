@@ -4,6 +4,7 @@ back into a mimic joint (so `caliper mjcf panda --out p.xml; caliper load p.xml`
 from pathlib import Path
 
 import jax
+import mujoco
 import numpy as np
 import pytest
 
@@ -15,7 +16,6 @@ from caliper_jax.io.mjcf import read_mjcf
 from caliper_jax.loading import load
 from mjx_backend.mjcf import model_to_mjcf, save_mjcf
 
-mujoco = pytest.importorskip("mujoco")
 HAS_ERD = robots.example_robot_data_dir() is not None
 
 _LINK = ('<link name="{n}"><inertial><mass value="{m}"/>'
