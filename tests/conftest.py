@@ -6,13 +6,30 @@ only and restored afterwards; ``pytestmark = pytest.mark.x64`` turns a whole ref
 module-scoped fixtures included, to float64. Module- and session-scoped fixtures shared by float32
 and x64 tests are built at the default precision, so models that must be float64 say so
 (``load(name, dtype=jnp.float64)`` inside the x64 test, or ``model.astype``). Compiled functions are
-cached per robot so each compiles once.
+cached per robot so each compiles once. CLI subprocesses share a session-scoped temporary
+compilation cache (``CALIPER_CACHE_DIR``).
 
 ``slow`` tests (``-m slow``) are excluded by pyproject's addopts; each covers a capability that a
 faster default test also exercises.
 """
+import os
+import shutil
+import tempfile
+
 import jax
 import pytest
+
+# CLI subprocesses started by tests share one throwaway compilation cache (warm after its first
+# use) instead of writing into the user's ~/.cache; removed when the session ends.
+_CACHE = None
+if "CALIPER_CACHE_DIR" not in os.environ:
+    _CACHE = tempfile.mkdtemp(prefix="caliper-test-cache-")
+    os.environ["CALIPER_CACHE_DIR"] = _CACHE
+
+
+def pytest_unconfigure(config):
+    if _CACHE is not None:
+        shutil.rmtree(_CACHE, ignore_errors=True)
 
 
 def pytest_configure(config):

@@ -201,16 +201,19 @@ INTERRUPT_DURING_WRITE = textwrap.dedent("""
     runtime.install_interrupts()
     runtime.set_json(True)
     out, write_s = Path(sys.argv[1]), float(sys.argv[2])
-    with runtime.partial_output(out):
-        with runtime.writing():
-            out.mkdir()
-            os.kill(os.getpid(), signal.SIGINT)          # arrives in the middle of the write
-            t0 = time.monotonic()
-            while time.monotonic() - t0 < write_s:
-                (out / f"f{int((time.monotonic() - t0) * 100)}").write_text("x")
-                time.sleep(0.01)
-        print("write finished", flush=True)
-        time.sleep(30)                                  # the watcher ends the process before this
+    try:                                                # as the CLI's entry point does
+        with runtime.partial_output(out):
+            with runtime.writing():
+                out.mkdir()
+                os.kill(os.getpid(), signal.SIGINT)      # arrives in the middle of the write
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < write_s:   # the writer keeps going after the grace
+                    (out / f"f{int((time.monotonic() - t0) * 100)}").write_text("x")
+                    time.sleep(0.01)
+                print("write finished", flush=True)     # still inside the write
+            time.sleep(30)                              # the watcher ends the process before this
+    except OSError as exc:                              # the output vanished under the writer
+        sys.exit(runtime.fail("io", str(exc), want_json=True))
     print("not interrupted", flush=True)
 """)
 

@@ -112,6 +112,13 @@ CASES: dict[str, Case] = {
     "data merge": Case(("data", "merge", "{ds}", "--first", "0", "--second", "1")),
     "data tag": Case(("data", "tag", "{ds}", "--episode", "1", "--add", "good,retry"), ("tags",)),
     "data recover": Case(("data", "recover", "{ds}")),
+    "task list": Case(("task", "list")),
+    "task show": Case(("task", "show", "sort-blocks")),
+    "task check": Case(("task", "check", "lift-cube", "--no-sim")),
+    "task witness": Case(("task", "witness", "lift-cube")),
+    "task demo": Case(("task", "demo", "lift-cube", "--episodes", "1", "--worlds", "1",
+                       "--out", "{tmp}/demos")),
+    "task rollout": Case(("task", "rollout", "lift-cube", "--episodes", "1", "--worlds", "1")),
     # bad input under --json: the error report (skipped while errors are plain text)
     "error": Case(("fk", "nosuchbot"), rc=(2,)),
 }

@@ -36,6 +36,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,8 +60,18 @@ _state = {"json": False, "installed": False, "dying": False}
 
 
 def _remove_path(path: Path) -> None:
+    """Remove a file or a folder tree. A folder is first renamed out of the way (atomic), so a
+    writer still running in another thread cannot add to it while it is deleted."""
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
+        grave = path.with_name(f".{path.name}.caliper-removing-{os.getpid()}")
+        try:
+            os.rename(path, grave)
+        except OSError:
+            grave = path
+        for _attempt in range(5):
+            shutil.rmtree(grave, ignore_errors=True)
+            if not grave.exists():
+                break
     else:
         try:
             path.unlink()
@@ -141,6 +152,12 @@ def set_json(flag: bool) -> None:
 
 def error_json(code: str, message: str) -> str:
     return json.dumps({"error": {"code": code, "message": message}})
+
+
+def wait_if_dying() -> None:
+    """Block the calling thread for good if an interrupt is being handled (the watcher exits)."""
+    while _state["dying"]:
+        time.sleep(1.0)
 
 
 def _die(signum: int) -> None:
@@ -348,7 +365,10 @@ def silence_stdout() -> None:
 
 def fail(code: str, message: str, *, want_json: bool, status: int = 2, label: str = "error") -> int:
     """The one error path: ``caliper: error: MESSAGE`` on stderr, and under ``--json`` the object
-    ``{"error": {"code", "message"}}`` on stdout. Returns the exit status."""
+    ``{"error": {"code", "message"}}`` on stdout. Returns the exit status. While an interrupt is
+    being handled the error is a consequence of the cleanup (an output removed under a writer):
+    say nothing and wait for the watcher to end the process."""
+    wait_if_dying()
     message = " ".join(str(message).split()) or code
     sys.stdout.flush()
     progress.message(f"caliper: {label}: {message}")

@@ -1,0 +1,141 @@
+"""Scripted demonstrations recorded as a LeRobotDataset v3.0 (the first part of the data factory).
+
+:func:`run_episodes` runs the scripted expert (:mod:`tasks.expert`) on a :class:`tasks.env.VecEnv`
+until every world has finished enough episodes, keeping each episode's frames; :func:`record_demos`
+writes the first N of them, ordered by (episode index within its world, world), so the dataset
+does not depend on which world happened to finish first.
+
+One frame per control tick (the task's fps): ``observation.state`` (nq) the measured joint
+positions at the tick's start, ``action`` (nq) the joint position targets the expert sent,
+``observation.environment_state`` (P * 7) every prop's position and quaternion (w, x, y, z),
+world frame. Each episode's task text is the task's name and its success predicate in words.
+Per-episode outcomes -- success, length, world, the seed and every randomisation draw -- are in
+the sidecar ``meta/caliper_demos.json`` (lerobot ignores it) and as the tags ``success`` /
+``failure`` (``meta/caliper_tags.json``). The same task, seed, episode count and world count give
+a byte-identical dataset (no wall-clock value is written anywhere).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from caliper_jax.errors import CaliperError
+
+DEMOS_PATH = "meta/caliper_demos.json"
+
+
+@dataclass(frozen=True)
+class Episode:
+    world: int
+    index: int                 # episode index within its world
+    state: np.ndarray          # (T, nq)
+    action: np.ndarray         # (T, nq)
+    env_state: np.ndarray      # (T, P * 7)
+    success: bool
+    draws: dict                # {field: list} this episode's randomisation draw
+
+
+def run_episodes(env, episodes: int, *, progress=None) -> tuple[list[Episode], object]:
+    """Run the scripted expert until ``episodes`` episodes have finished in canonical order ->
+    (episodes sorted by (index, world), the expert). ``progress(n)`` is called with each finished
+    count."""
+    from tasks.env_spec import observation_parts
+    from tasks.expert import ScriptedExpert
+
+    if episodes < 1:
+        raise CaliperError(f"episodes must be >= 1, got {episodes}")
+    W, L = env.num_envs, env.layout
+    need = -(-episodes // W)                     # episodes per world
+    expert = ScriptedExpert(env)
+    obs, info = env.reset()
+    frames = [[] for _ in range(W)]
+    done: list[Episode] = []
+    count = np.zeros(W, np.int64)
+    while count.min() < need:
+        action = expert.act(obs, info)
+        parts = observation_parts(L, np.asarray(obs, np.float64))
+        env_state = np.concatenate([parts["prop_pos"], parts["prop_quat"]], axis=-1).reshape(W, -1)
+        for w in range(W):
+            frames[w].append((parts["q"][w], action[w], env_state[w]))
+        obs, _, term, trunc, new_info = env.step(action)
+        for w in np.flatnonzero(term | trunc):
+            if count[w] < need:
+                q, a, e = (np.stack(x) for x in zip(*frames[w], strict=True))
+                draws = {k: np.asarray(v[w]).tolist() for k, v in info["randomization"].items()}
+                success = bool(new_info["final_success"][w])
+                done.append(Episode(int(w), int(count[w]), q, a, e, success, draws))
+                if progress is not None:
+                    progress(len(done))
+            count[w] += 1
+            frames[w] = []
+        info = new_info
+    done.sort(key=lambda ep: (ep.index, ep.world))
+    return done[:episodes], expert
+
+
+def features(model, prop_names) -> dict:
+    joints = list(model.joint_names)
+    env_names = [f"{p}.{c}" for p in prop_names for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
+    return {"observation.state": {"dtype": "float32", "shape": [len(joints)], "names": joints},
+            "action": {"dtype": "float32", "shape": [len(joints)], "names": joints},
+            "observation.environment_state": {"dtype": "float32", "shape": [len(env_names)],
+                                              "names": env_names}}
+
+
+def task_text(task) -> str:
+    from tasks.predicates import describe
+
+    return task.name if task.success is None else f"{task.name}: {describe(task.success)}"
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    root: Path
+    episodes: int
+    successes: int
+    frames: int
+    failed_plans: int
+
+    @property
+    def success_rate(self) -> float:
+        return self.successes / self.episodes
+
+
+def record_demos(task, episodes: int, out, *, seed: int = 0, engine: str = "mujoco", num_envs: int = 4,
+                 randomization="default", progress=None) -> DemoResult:
+    """Record ``episodes`` scripted demonstrations of ``task`` (a Task, file or zoo name) into a new
+    LeRobot v3 dataset at ``out`` (which must not exist or be an empty folder)."""
+    from caliper_jax.dataset import LeRobotWriter, tag_episode
+    from caliper_jax.dataset.atomic import write_atomic
+    from tasks.env import VecEnv
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise CaliperError(f"{out}: already exists and is not an empty folder (demos go into a new dataset)")
+    kwargs = {} if randomization == "default" else {"randomization": randomization}
+    with VecEnv(task, num_envs, engine=engine, seed=seed, **kwargs) as env:
+        eps, expert = run_episodes(env, episodes, progress=progress)
+        ts = env.task_scene
+        text = task_text(ts.task)
+        with LeRobotWriter(out, env.layout.fps, features(ts.model, env.layout.prop_names),
+                           robot_type=ts.model.name) as writer:
+            for ep in eps:
+                writer.add_frames({"observation.state": ep.state.astype(np.float32),
+                                   "action": ep.action.astype(np.float32),
+                                   "observation.environment_state": ep.env_state.astype(np.float32)})
+                writer.save_episode(task=text)
+    for i, ep in enumerate(eps):
+        tag_episode(out, i, add=["success" if ep.success else "failure"])
+    sidecar = {"task": ts.task.name, "seed": int(seed), "engine": engine, "num_envs": int(num_envs),
+               "episodes": [{"episode_index": i, "world": ep.world, "world_episode": ep.index,
+                             "success": ep.success, "length": len(ep.state), "randomization": ep.draws}
+                            for i, ep in enumerate(eps)]}
+    write_atomic(out / DEMOS_PATH, (json.dumps(sidecar, indent=1, sort_keys=True) + "\n").encode())
+    return DemoResult(out, len(eps), sum(ep.success for ep in eps), sum(len(ep.state) for ep in eps),
+                      len(expert.failed_plans))
+
+
+__all__ = ["DEMOS_PATH", "DemoResult", "Episode", "features", "record_demos", "run_episodes", "task_text"]

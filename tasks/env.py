@@ -1,0 +1,531 @@
+"""VecEnv: N worlds of one task behind one NumPy API, on MuJoCo's C code (CPU) or on MJX.
+
+``VecEnv(task, num_envs)`` (engine "mujoco") steps every world through
+:class:`mujoco.batch.Batch` -- MuJoCo's threaded batch of ``mj_step``, the successor of
+``mujoco.rollout`` in the pinned release -- with one call per control tick for all worlds of
+``layout.substeps`` physics steps. A world's state row is MuJoCo's ``mjSTATE_INTEGRATION`` state,
+so the solver warm start (``qacc_warmstart``), the controls and the active equalities carry over
+from tick to tick, and every world equals a plain ``mj_step`` loop bit for bit at any thread
+count. (``mujoco.rollout.Rollout`` cannot do this: its state is ``mjSTATE_FULLPHYSICS``, it takes
+a warm start in but never gives one back.) Per-world model parameters -- the randomised masses,
+frictions, damping, servo gains and gravity, and each world's grasp weld pose ``eq_data`` -- are the
+batch's per-world copies of those MjModel fields (``Batch.expand``), written in place at that
+world's reset or grasp, with no recompile.
+
+One control tick, for all worlds at once:
+
+1. one jitted, vmapped JAX call: the action (W, nq) -- joint position targets -- passes the safety
+   gate of :mod:`caliper_jax.control.safety` (position mode, the control tick as ``dt``: limit
+   clamp, rate limit, static gravity check), and the grasp rule of :mod:`tasks.env_spec` decides
+   on the state the tick starts from: a gripper commanded closed takes the first prop inside its
+   grown jaw box, an opening one releases;
+2. the weld of a newly taken prop gets the prop's current pose in the jaw frame (``eq_data``
+   [anchor 0, relpos, relquat, torquescale], as :meth:`mjx_backend.base.SimBackend.set_weld`)
+   and is switched on; a dropped prop's weld is switched off;
+3. physics: ``ctrl`` = the gated targets of the actuated joints (position servos), ``substeps``
+   MuJoCo steps, then MuJoCo's position stage at the new state, so the jaw body's pose is MuJoCo's
+   own ``xpos`` / ``xmat`` / ``xquat`` (no separate kinematics);
+4. success: the task predicate (:func:`tasks.predicates.evaluate_np`, vectorised over worlds) on
+   the new prop centres, their episode-start centres and linear velocities; latched per episode;
+5. ``terminated`` = success fired; ``truncated`` = horizon reached, or the world went unstable
+   (MuJoCo raised or reset it; ``info["unstable"]``). Those worlds start a new episode in the same
+   step: the returned observation is the new episode's first, ``info["final_obs"]`` the last
+   observation before any reset (every world).
+
+Reward: 1.0 on the tick success first fires (the tick that ends the episode), 0 otherwise.
+
+Randomisation: episode ``e`` of world ``w`` draws :func:`tasks.env_spec.draw` from
+``fold_in(fold_in(PRNGKey(seed), w), e)`` -- a world's episodes do not depend on the number of
+worlds, and disabling one field never changes another's draws. ``info["randomization"]`` holds the
+draws of the current episodes ({field: (W, ...)}). The MJX engine (:mod:`tasks.env_mjx`) uses the
+same streams.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from caliper_jax.errors import CaliperError
+from tasks import env_spec as S
+
+ENGINES = ("mujoco", "mjx")
+_DEFAULT_RANDOMIZATION = S.EnvRandomization()
+
+
+def resolve_task(task):
+    """A :class:`tasks.scene.TaskScene` from a TaskScene, a Task, a task file path or a zoo name."""
+    from tasks.scene import TaskScene, build_scene
+    from tasks.schema import Task, find_task, load_task
+
+    if isinstance(task, TaskScene):
+        return task
+    if not isinstance(task, Task):
+        task = load_task(find_task(task))
+    return build_scene(task)
+
+
+#: Jitted functions per compiled scene (weakly keyed), so that envs of one built task share compiles.
+_COMPILED: dict = {}
+
+
+def _cached(scene, key, make):
+    """``make()`` once per (compiled ``scene`` object, ``key``) while the scene lives."""
+    sid = id(scene)
+    entry = _COMPILED.get(sid)
+    if entry is None or entry[0]() is not scene:
+        entry = (weakref.ref(scene, lambda _: _COMPILED.pop(sid, None)), {})
+        _COMPILED[sid] = entry
+    fns = entry[1]
+    if key not in fns:
+        fns[key] = make()
+    return fns[key]
+
+
+def _tick_fn(L: S.EnvLayout, safety, model):
+    """jit(vmap) of the host-free part of a tick, for all worlds: (gate state, fresh (W,), target
+    (W, nq), q (W, nq), held (W,), jaw_pos (W, 3), jaw_rot (W, 3, 3), prop_pos (W, P, 3)) ->
+    (gated targets (W, nq), gate state, gate flags (W,), held (W,)). A fresh world's gate state
+    restarts from its measured position ``q`` first; the grasp rule sees the gated gripper target."""
+    import jax
+    import jax.numpy as jnp
+
+    from caliper_jax.control.safety import gate, init_safety, setpoint
+
+    def one(state, fresh, target, q, held, jaw_pos, jaw_rot, prop_pos):
+        state = jax.tree_util.tree_map(lambda old, new: jnp.where(fresh, new, old), state,
+                                       init_safety(q, model.nv))
+        cmd, state, warn = gate(safety, state, setpoint(target), q, "position")
+        if L.nprop:
+            candidates = S.grasp_candidates(L, jnp, jaw_pos, jaw_rot, prop_pos)
+            held = S.grasp_update(jnp, held, S.closing(L, cmd.q), candidates)
+        return cmd.q, state, warn.flags, held
+
+    return jax.jit(jax.vmap(one))
+
+
+def _draw_fn(spec: S.EnvRandomization, shapes: dict):
+    """jit: (base key, worlds (W,), episodes (W,)) -> {field: (W, ...)} draws of those episodes."""
+    import jax
+
+    def one(base, world, episode):
+        return S.draw(spec, jax.random.fold_in(jax.random.fold_in(base, world), episode), shapes)
+
+    return jax.jit(jax.vmap(one, in_axes=(None, 0, 0)))
+
+
+def _check_args(num_envs, randomization, nthread, seed) -> None:
+    if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
+        raise CaliperError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+    if randomization is not None and not isinstance(randomization, S.EnvRandomization):
+        raise CaliperError(f"randomization: expected a tasks.env_spec.EnvRandomization or None, got "
+                           f"{type(randomization).__name__}")
+    if nthread is not None and (not isinstance(nthread, (int, np.integer)) or nthread < 1):
+        raise CaliperError(f"nthread must be None or an integer >= 1, got {nthread!r}")
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise CaliperError(f"seed must be an integer, got {seed!r}")
+
+
+class EnvShapes:
+    """Sizes and rates every engine reports, from its ``layout`` (:class:`tasks.env_spec.EnvLayout`)."""
+
+    @property
+    def obs_dim(self) -> int:
+        return self.layout.obs_dim
+
+    @property
+    def action_dim(self) -> int:
+        return self.layout.nq
+
+    @property
+    def horizon(self) -> int:
+        """Control ticks per episode."""
+        return self.layout.horizon
+
+    @property
+    def dt(self) -> float:
+        """Control tick (s)."""
+        return 1.0 / self.layout.fps
+
+
+class VecEnv(EnvShapes):
+    """``num_envs`` worlds of ``task`` (a Task, a task file, a zoo name or a built TaskScene).
+
+    ``engine``: "mujoco" (CPU, MuJoCo's C batch) or "mjx" (returns a :class:`tasks.env_mjx.MjxEnv`,
+    same NumPy face). ``seed``: base of every world's randomisation stream. ``randomization``: an
+    :class:`tasks.env_spec.EnvRandomization` (default: its defaults), or None for none.
+    ``nthread``: MuJoCo threads including the caller's (None: one per CPU).
+
+    Arrays: observations (W, obs_dim) float32 (layout: :func:`tasks.env_spec.observation`), actions
+    (W, nq) joint position targets in the robot's independent coordinates, gripper included.
+    """
+
+    def __new__(cls, task=None, num_envs: int = 1, *, engine: str = "mujoco", **kwargs):
+        if engine not in ENGINES:
+            raise CaliperError(f"engine={engine!r}: expected one of {', '.join(ENGINES)}")
+        if engine == "mjx":
+            try:
+                from tasks.env_mjx import MjxEnv
+            except ImportError as exc:
+                raise CaliperError(f"engine='mjx' needs tasks.env_mjx ({exc})") from None
+            return MjxEnv(task, num_envs, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, task, num_envs: int, *, engine: str = "mujoco", seed: int = 0,
+                 randomization: S.EnvRandomization | None = _DEFAULT_RANDOMIZATION,
+                 nthread: int | None = None):
+        _check_args(num_envs, randomization, nthread, seed)
+        self.engine = engine
+        self.task_scene = ts = resolve_task(task)
+        self.task = ts.task
+        self.num_envs = int(num_envs)
+        self.layout = S.make_layout(ts)
+        self.randomization = randomization
+        if ts.scene.mjcf.actuators != "position":
+            raise CaliperError(f"task {self.task.name}: VecEnv drives position servos; the scene was built "
+                               f"with actuators={ts.scene.mjcf.actuators!r}")
+        self.action_low = np.asarray(ts.model.qpos_lower, np.float32)
+        self.action_high = np.asarray(ts.model.qpos_upper, np.float32)
+        self._host_tables(ts)
+        self._open_batch(nthread)
+        self._jit_functions(ts.model)
+        self._seed = int(seed)
+        self._started = False
+        self._closed = False
+
+    # ---- setup -----------------------------------------------------------------------------------
+    def _host_tables(self, ts) -> None:
+        """Index maps (props in task order), start state and nominal model parameters."""
+        lay, mj, names = ts.scene.layout, ts.scene.mj, self.layout.prop_names
+        self._lay, self._mj = lay, mj
+        self._prop_body = np.array([lay.prop_body[n] for n in names], np.int64)
+        self._prop_geom = np.array([lay.prop_geom[n] for n in names], np.int64)
+        P = len(names)
+        self._prop_qpos = np.array([lay.prop_qposadr[n] + np.arange(7) for n in names], int).reshape(P, 7)
+        self._prop_dof = np.array([lay.prop_dofadr[n] + np.arange(3) for n in names], int).reshape(P, 3)
+        self._weld_eq = np.array([lay.weld_eq[n] for n in names], int).reshape(P)
+        self._jaw = S.jaw_body(ts)
+        q0 = np.asarray(ts.q0, np.float64)
+        self._qpos0 = lay.qpos_from_q(q0[None], base=mj.qpos0)[0]        # robot at q0, props at spawn
+        prop_vel = np.zeros(mj.nv)
+        for prop in self.task.props:
+            prop_vel[lay.prop_dofadr[prop.name]:lay.prop_dofadr[prop.name] + 6] = prop.velocity
+        self._qvel0 = lay.qvel_from_v(np.zeros((1, self.layout.nv)), self._qpos0[None], base=prop_vel)[0]
+        self._ctrl0 = q0[lay.ctrl_to_q]
+        self._q0 = q0
+        self._nominal = {name: np.array(getattr(mj, name)) for name in (
+            "body_mass", "body_inertia", "geom_friction", "dof_damping", "actuator_gainprm",
+            "actuator_biasprm", "eq_data")}
+        self._nominal["opt.gravity"] = np.array(mj.opt.gravity)
+
+    def _open_batch(self, nthread) -> None:
+        """The MuJoCo batch and its live views: state rows (writable) and outputs (refreshed by
+        every call on a world)."""
+        import mujoco
+        import mujoco.batch
+
+        threads = 0 if nthread is None else int(nthread)
+        self._batch = b = mujoco.batch.Batch(self._mj, self.num_envs, nthread=threads)
+        self._v = {k: b.bind(k) for k in ("qpos", "qvel", "ctrl", "eq_active", "xpos", "xmat", "xquat")}
+        self._rows = {}                      # expanded (per-world) model fields
+        self._stage_pos = int(mujoco.mjtStage.mjSTAGE_POS)
+        self._stage_none = int(mujoco.mjtStage.mjSTAGE_NONE)
+        self._SimulationError = mujoco.batch.SimulationError
+        # live (W, 3) view of MuJoCo's warning counters BADQPOS, BADQVEL, BADQACC (consecutive in mjtWarning)
+        bad = int(mujoco.mjtWarning.mjWARN_BADQPOS)
+        self._bad_counts = b.warning[:, bad:bad + 3, 1]
+
+    def _jit_functions(self, model) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        from caliper_jax.control.safety import init_safety, safety_params
+
+        L, W, scene = self.layout, self.num_envs, self.task_scene.scene
+        self._dtype = np.dtype(model.dtype)
+        self._tick_jit = _cached(scene, ("tick", L.fps, L.grasp_margin),
+                                 lambda: _tick_fn(L, safety_params(model, 1.0 / L.fps), model))
+        self._gate_state = jax.vmap(lambda q: init_safety(q, model.nv))(
+            jnp.asarray(np.broadcast_to(self._q0, (W, L.nq)), model.dtype))
+        P = L.nprop
+        shapes = {"prop_xy": (P, 2), "prop_yaw": (P,), "prop_mass": (P,), "prop_friction": (P,),
+                  "damping": (L.nv,), "gain": (self._mj.nu,), "gravity": ()}
+        spec = self.randomization
+        self._draw = None if spec is None else _cached(scene, ("draw", spec, tuple(shapes.items())),
+                                                       lambda: _draw_fn(spec, shapes))
+        self._worlds = np.arange(W, dtype=np.int32)
+
+    # ---- episode starts -------------------------------------------------------------------------
+    def _redraw(self, ids: np.ndarray) -> None:
+        """New draws for the episodes starting in worlds ``ids`` (one fixed-shape jitted call)."""
+        if self._draw is None:
+            return
+        new = self._draw(self._key, self._worlds, self._episode)
+        for k, v in new.items():
+            if k in self._draws:
+                self._draws[k][ids] = np.asarray(v)[ids]
+            else:
+                self._draws[k] = np.array(v)
+
+    def _row(self, name: str) -> np.ndarray:
+        """(W, ...) per-world values of MjModel field ``name`` (expanded on first use)."""
+        rows = self._rows.get(name)
+        if rows is None:
+            rows = self._rows[name] = self._batch.expand(name)
+        return rows
+
+    def _apply_params(self, ids: np.ndarray) -> None:
+        """Write the drawn parameters of worlds ``ids`` into their model rows: nominal x factor."""
+        d, nom, ix = self._draws, self._nominal, ids[:, None]
+        body, geom, dof = self._prop_body, self._prop_geom, self._lay.v_to_dof
+
+        def factor(name):
+            return d[name][ids].astype(np.float64)
+
+        if "prop_mass" in d:
+            self._row("body_mass")[ix, body] = nom["body_mass"][body] * factor("prop_mass")
+            self._row("body_inertia")[ix, body] = nom["body_inertia"][body] * factor("prop_mass")[..., None]
+        if "prop_friction" in d:
+            self._row("geom_friction")[ix, geom, 0] = nom["geom_friction"][geom, 0] * factor("prop_friction")
+        if "damping" in d:
+            self._row("dof_damping")[ix, dof] = nom["dof_damping"][dof] * factor("damping")
+        if "gain" in d and self._mj.nu:
+            self._row("actuator_gainprm")[ids, :, 0] = nom["actuator_gainprm"][:, 0] * factor("gain")
+            bias = nom["actuator_biasprm"][:, 1:3]
+            self._row("actuator_biasprm")[ids, :, 1:3] = bias * factor("gain")[..., None]
+        if "gravity" in d:
+            self._row("opt.gravity")[ids] = nom["opt.gravity"] * factor("gravity")[:, None]
+
+    def _start_qpos(self, ids: np.ndarray) -> np.ndarray:
+        """(n, mj nq) start positions of worlds ``ids``: robot at q0, props at their spawn poses
+        moved by the drawn xy offsets and turned by the drawn yaw (about world z)."""
+        from caliper_jax.io.rotations import quat_mul
+
+        qpos = np.array(np.broadcast_to(self._qpos0, (len(ids), self._mj.nq)))
+        if "prop_xy" in self._draws:
+            qpos[:, self._prop_qpos[:, :2]] += self._draws["prop_xy"][ids].astype(np.float64)
+        if "prop_yaw" in self._draws:
+            yaw = S.yaw_quat(np, self._draws["prop_yaw"][ids].astype(np.float64))
+            qpos[:, self._prop_qpos[:, 3:]] = quat_mul(yaw, qpos[:, self._prop_qpos[:, 3:]])
+        return qpos
+
+    def _reset_worlds(self, ids: np.ndarray) -> None:
+        """Start the next episode (index already set) in worlds ``ids``: new draws, model rows,
+        MuJoCo state (time 0, zero warm start, welds off, servos holding q0), position stage."""
+        self._redraw(ids)
+        self._apply_params(ids)
+        b, v = self._batch, self._v
+        b.reset(ids, stage=self._stage_none)
+        qpos = self._start_qpos(ids)
+        v["qpos"][ids] = qpos
+        v["qvel"][ids] = self._qvel0
+        v["ctrl"][ids] = self._ctrl0
+        v["eq_active"][ids[:, None], self._weld_eq] = 0.0
+        b.forward(ids, stage=self._stage_pos)
+        self._pos0[ids] = qpos[:, self._prop_qpos[:, :3]]
+        self._held[ids] = -1
+        self._success[ids] = False
+        self._tick[ids] = 0
+        self._return[ids] = 0.0
+        self._fresh[ids] = True
+
+    def _start_streams(self) -> None:
+        import jax
+
+        W = self.num_envs
+        self._key = jax.random.PRNGKey(self._seed)
+        self._episode = np.zeros(W, np.int32)
+        self._pos0 = np.zeros((W, self.layout.nprop, 3))
+        self._held = np.full(W, -1, np.int32)
+        self._success = np.zeros(W, bool)
+        self._tick = np.zeros(W, np.int32)
+        self._return = np.zeros(W, np.float64)
+        self._fresh = np.ones(W, bool)
+        self._draws = {}
+        self._started = True
+
+    def reset(self, seed: int | None = None):
+        """Start a new episode in every world -> (obs (W, obs_dim) float32, info). ``seed`` restarts
+        the randomisation streams at episode 0 from ``PRNGKey(seed)``; None continues them (each
+        world's next episode, or episode 0 on the first reset)."""
+        self._check_open()
+        if seed is not None:
+            if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+                raise CaliperError(f"seed must be an integer or None, got {seed!r}")
+            self._seed, self._started = int(seed), False
+        if self._started:
+            self._episode += 1
+        else:
+            self._start_streams()
+        self._reset_worlds(self._worlds.astype(np.int64))
+        obs, _ = self._observe()
+        W = self.num_envs
+        return obs, self._info(np.zeros(W, bool), np.zeros(W, np.int32))
+
+    # ---- ticks -----------------------------------------------------------------------------------
+    def _read(self) -> dict:
+        """Current state of every world: q, v (W, nq / nv), prop pos / quat / vel (W, P, 3 / 4 / 3),
+        jaw pos (W, 3), rot (W, 3, 3) (jaw frame -> world), quat (W, 4). World frame, copies."""
+        v, lay, j = self._v, self._lay, self._jaw
+        qpos, qvel = v["qpos"], v["qvel"]
+        props = qpos[:, self._prop_qpos]
+        return {"q": lay.q_from_qpos(qpos), "v": lay.v_from_qvel(qvel, qpos),
+                "pos": props[..., :3], "quat": props[..., 3:], "vel": qvel[:, self._prop_dof],
+                "jaw_pos": v["xpos"][:, j].copy(), "jaw_rot": v["xmat"][:, j].reshape(-1, 3, 3),
+                "jaw_quat": v["xquat"][:, j].copy()}
+
+    def _observe(self):
+        """(obs (W, obs_dim) float32, state) of the current state, kept for the next tick."""
+        self._state = s = self._read()
+        obs = S.observation(self.layout, np, s["q"], s["v"], self._held, s["pos"], s["quat"], s["vel"],
+                            s["jaw_pos"])
+        return obs.astype(np.float32), s
+
+    def _weld(self, s: dict, held: np.ndarray) -> None:
+        """Apply the grasp decisions ``held`` (W,) taken on the state ``s`` the tick starts from:
+        release dropped props, weld newly taken ones at their current pose in the jaw frame."""
+        changed = held != self._held
+        if not changed.any():
+            return
+        from caliper_jax.io.rotations import quat_conj, quat_mul
+
+        eq_active = self._v["eq_active"]
+        lost = np.flatnonzero(changed & (self._held >= 0))
+        eq_active[lost, self._weld_eq[self._held[lost]]] = 0.0
+        took = np.flatnonzero(changed & (held >= 0))
+        if len(took):
+            p = held[took]
+            rel_pos = np.einsum("wji,wj->wi", s["jaw_rot"][took], s["pos"][took, p] - s["jaw_pos"][took])
+            rel_quat = quat_mul(quat_conj(s["jaw_quat"][took]), s["quat"][took, p])
+            eq = self._weld_eq[p]
+            rows = self._nominal["eq_data"][eq].copy()
+            rows[:, :3] = 0.0                                 # anchor at the prop origin
+            rows[:, 3:6] = rel_pos
+            rows[:, 6:10] = rel_quat / np.linalg.norm(rel_quat, axis=-1, keepdims=True)
+            self._row("eq_data")[took, eq] = rows
+            eq_active[took, eq] = 1.0
+        self._held = held
+
+    def _physics(self) -> np.ndarray:
+        """Advance every world one control tick -> (W,) bool: worlds MuJoCo failed or reset (a
+        bad qpos / qvel / qacc warning: MuJoCo then restarts that world from its defaults)."""
+        before = self._bad_state_warnings()
+        failed = np.zeros(self.num_envs, bool)
+        try:
+            self._batch.step(nstep=self.layout.substeps, stage=self._stage_pos)
+        except self._SimulationError as exc:          # those worlds kept their state; the others ran
+            failed[exc.ids] = True
+        failed |= self._bad_state_warnings() > before
+        failed |= ~np.isfinite(self._v["qvel"]).all(axis=1)
+        return failed
+
+    def _bad_state_warnings(self) -> np.ndarray:
+        """(W,) count of MuJoCo's bad qpos / qvel / qacc warnings per world since its reset."""
+        return self._bad_counts.sum(axis=1)
+
+    def _check_action(self, action) -> np.ndarray:
+        action = np.asarray(action)
+        W, nq = self.num_envs, self.layout.nq
+        if action.shape != (W, nq) or not np.issubdtype(action.dtype, np.number):
+            raise CaliperError(f"action: expected a numeric array of shape ({W}, {nq}) (num_envs, joint "
+                               f"position targets of {', '.join(self.task_scene.model.joint_names)}), got "
+                               f"{action.dtype} {action.shape}")
+        return action.astype(self._dtype)
+
+    def step(self, action):
+        """One control tick of every world -> (obs (W, obs_dim) float32, reward (W,) float32,
+        terminated (W,), truncated (W,), info). ``action`` (W, nq): joint position targets (a
+        non-finite one is replaced by the last command, ``info["gate_flags"]``)."""
+        self._check_open()
+        if not self._started:
+            raise CaliperError("step() before reset(): call reset() first")
+        action = self._check_action(action)
+        s, f = self._state, self._dtype
+        target, self._gate_state, flags, held = self._tick_jit(
+            self._gate_state, self._fresh, action, s["q"].astype(f), self._held, s["jaw_pos"].astype(f),
+            s["jaw_rot"].astype(f), s["pos"].astype(f))
+        target, flags, held = np.asarray(target, np.float64), np.asarray(flags), np.array(held)
+        self._fresh[:] = False
+        self._weld(s, held)
+        self._v["ctrl"][:] = target[:, self._lay.ctrl_to_q]
+        unstable = self._physics()
+        obs, s = self._observe()
+        fired = self._evaluate(s) & ~unstable & ~self._success
+        self._success |= fired
+        self._tick += 1
+        reward = fired.astype(np.float32)
+        self._return += reward
+        truncated = ~fired & ((self._tick >= self.layout.horizon) | unstable)
+        done = fired | truncated
+        ended = {"final_success": self._success & done, "final_return": np.where(done, self._return, 0.0),
+                 "final_length": np.where(done, self._tick, 0)}
+        final_obs = obs
+        if done.any():
+            ids = np.flatnonzero(done)
+            self._episode[ids] += 1
+            self._reset_worlds(ids)
+            obs, _ = self._observe()
+        info = self._info(ended["final_success"], flags)
+        info.update(final_obs=final_obs, unstable=unstable)
+        info["episode"].update(ended)
+        return obs, reward, fired, truncated, info
+
+    def _evaluate(self, s: dict) -> np.ndarray:
+        """(W,) bool: the task's success predicate holds now."""
+        if self.task.success is None:
+            return np.zeros(self.num_envs, bool)
+        from tasks.predicates import evaluate_np
+
+        now = evaluate_np(self.task.success, self.layout.prop_names, s["pos"], self._pos0, s["vel"])
+        return np.asarray(now, bool).reshape(self.num_envs)
+
+    def _info(self, final_success, flags) -> dict:
+        return {"success": self._success.copy(), "final_success": final_success, "held": self._held.copy(),
+                "gate_flags": np.asarray(flags, np.int32),
+                "randomization": {k: v.copy() for k, v in self._draws.items()},
+                "episode": {"index": self._episode.copy(), "tick": self._tick.copy(),
+                            "return": self._return.copy()}}
+
+    def _world(self, world) -> int:
+        self._check_open()
+        if not isinstance(world, (int, np.integer)) or not 0 <= world < self.num_envs:
+            raise CaliperError(f"world {world!r} out of range (num_envs={self.num_envs})")
+        return int(world)
+
+    def world_model(self, world: int):
+        """A copy of world ``world``'s MjModel: the scene with that world's randomised parameters
+        and grasp weld poses (to render or inspect it)."""
+        return self._batch.get_model(self._world(world))
+
+    def world_data(self, world: int):
+        """A new MjData holding world ``world``'s full state (``mjSTATE_INTEGRATION``: time, qpos,
+        qvel, warm start, ctrl, eq_active, ...) with its derived quantities computed
+        (``mj_forward`` on :meth:`world_model`)."""
+        import mujoco
+
+        w = self._world(world)
+        d = self._batch.get_data(w)
+        mujoco.mj_forward(self.world_model(w), d)
+        return d
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CaliperError("this VecEnv is closed")
+
+    def close(self) -> None:
+        """Release MuJoCo's threads and buffers (idempotent)."""
+        self._closed = True
+        self._v = self._rows = self._batch = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"VecEnv({self.task.name!r}, num_envs={self.num_envs}, engine={self.engine!r})"
+
+
+__all__ = ["ENGINES", "EnvShapes", "VecEnv", "resolve_task"]

@@ -1,0 +1,466 @@
+"""The MJX engine of :class:`tasks.env.VecEnv`: every world of a task as pure, jitted JAX functions.
+
+JAX RL convention (Brax / MuJoCo Playground): a :class:`State` pytree holds everything a world
+needs, ``reset_state(key) -> State`` and ``step_state(state, action) -> State`` are pure (no jit
+inside; every leaf carries a leading world axis ``W`` except the base ``key``), and
+:meth:`MjxEnv.rollout` runs a whole episode -- policy included -- as one ``lax.scan`` with no host
+round trip per tick. The NumPy face (``reset(seed)`` / ``step(action)``) keeps a state inside and
+returns exactly what the CPU engine returns, so ``VecEnv(task, n, engine="mjx")`` delegates here.
+
+One control tick, per world (the CPU engine's order, :mod:`tasks.env`):
+
+1. the action (nq,) -- joint position targets -- passes the safety gate
+   (:func:`caliper_jax.control.safety.gate`, position mode, the task's control tick as ``dt``);
+2. grasp (:mod:`tasks.env_spec`) from the jaw pose (``xpos``/``xmat``/``xquat`` of the gripper
+   body) and prop poses the tick starts from: a newly held prop's pose in the jaw frame is written
+   into that world's weld ``eq_data`` [anchor 0 (3), relpose pos (3), quat (4), torquescale] and
+   its weld switched on; the others off;
+3. ``substeps`` ``mjx.step`` calls (``lax.fori_loop``) with ``ctrl`` = gated targets of the
+   actuated joints, then ``mjx.kinematics`` so positions and body poses agree (as the CPU
+   engine's position stage);
+4. success: the task predicate's JAX twin on (prop pos, pos0, prop linear velocity), latched;
+5. ``terminated`` = success fired (reward 1 on that tick), ``truncated`` = horizon reached or the
+   world went non-finite; finished worlds reset in the same step (``jnp.where`` over the world's
+   tree) and ``info`` keeps ``final_obs`` / ``final_success`` / ``final_return`` / ``final_length``.
+
+Randomisation: episode ``e`` of world ``w`` draws :func:`tasks.env_spec.draw` from
+``fold_in(fold_in(key, w), e)`` -- the CPU engine's stream, so one seed gives both engines the
+same draws. The drawn masses/inertias, frictions, damping, servo gains and gravity are per-world
+leaves of the ``mjx.Model`` (``State.model``, with each world's weld ``eq_data``), batched with
+:func:`mjx_backend.randomize.batch_mjx_model`: a new draw or a new key never retraces.
+
+API of :class:`MjxEnv`: pure ``reset_state`` / ``step_state``; jitted ``jit_reset(key)`` /
+``jit_step(state, action)`` (compiled once per scene, world count, randomisation and precision,
+shared by envs of one built task); ``rollout(state, policy, ticks)`` and ``replay(state, actions)``
+(one ``lax.scan`` each) -> (State, :class:`Transition` (T, W, ...)); ``compile_counts()``.
+Every tick also computes each world's next-episode start (kinematics and draws) and selects it
+where the episode ended -- the price of a branch-free auto-reset.
+
+Precision: the mjx.Model takes JAX's default float (build the env under ``jax.enable_x64(True)``
+for float64); the gate runs in the robot Model's dtype; observations are float32 on both engines.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from mujoco import mjx
+
+from caliper_jax.control.safety import gate, init_safety, safety_params, setpoint
+from caliper_jax.errors import CaliperError
+from caliper_jax.spatial import quat_conj, quat_mul
+from mjx_backend.randomize import batch_mjx_model
+from tasks import env_spec as S
+from tasks.env import EnvShapes, _cached, _check_args, resolve_task
+from tasks.predicates import evaluator
+
+_DEFAULT_RANDOMIZATION = S.EnvRandomization()
+
+
+class State(NamedTuple):
+    """All worlds of an MjxEnv. Every leaf has a leading world axis (W, ...) but ``key``."""
+
+    data: Any          # mjx.Data: simulation state (qpos, qvel, ctrl, eq_active, warm start, ...)
+    model: dict        # {mjx.Model field: (W, ...)}: randomised fields and the grasp welds' eq_data
+    safety: Any        # caliper_jax.control.safety.SafetyState, the gate's state
+    held: Any          # (W,) int32 held prop index, -1: none
+    success: Any       # (W,) bool success latched in the current episode
+    tick: Any          # (W,) int32 control ticks into the current episode
+    episode: Any       # (W,) int32 episode index of each world
+    ret: Any           # (W,) float32 return of the current episode so far
+    pos0: Any          # (W, P, 3) prop start centres of the current episode (world frame, m)
+    obs: Any           # (W, obs_dim) float32, layout of tasks.env_spec.observation
+    reward: Any        # (W,) float32 reward of the last tick
+    terminated: Any    # (W,) bool: the last tick ended the episode by success
+    truncated: Any     # (W,) bool: ... by the horizon or instability
+    info: dict         # success, final_success, final_obs, final_return, final_length, unstable,
+                       # gate_flags, randomization {field: (W, ...)} draws of the current episodes
+    key: Any           # base PRNG key of the randomisation streams (not per world)
+
+
+class Transition(NamedTuple):
+    """One tick of a rollout, every field (T, W, ...): the observation the policy saw, its action,
+    and what the step returned (``final_obs``: the observation after physics, before any reset)."""
+
+    obs: Any
+    action: Any
+    reward: Any
+    terminated: Any
+    truncated: Any
+    success: Any
+    final_success: Any
+    final_obs: Any
+
+
+def _put_model(mj, impl):
+    """(mjx.Model, mjx.Data template) of a compiled MjModel, as :class:`mjx_backend.mjx_sim.MjxBackend`."""
+    try:
+        mx = mjx.put_model(mj, impl=impl)
+    except NotImplementedError as exc:
+        raise CaliperError(f"MJX ({impl or 'default'} impl) cannot run this task's scene: {exc}") from None
+    d0 = mjx.make_data(mx, impl=impl)
+    return mx, jax.tree_util.tree_map(lambda x: jnp.asarray(x) if isinstance(x, np.ndarray) else x, d0)
+
+
+class MjxEnv(EnvShapes):
+    """``num_envs`` worlds of ``task`` (a Task, task file, zoo name or built TaskScene) on MJX.
+
+    ``seed``: base of every world's randomisation stream. ``randomization``: an
+    :class:`tasks.env_spec.EnvRandomization` (default: its defaults, as the CPU engine) or None.
+    ``nthread`` is the CPU engine's and is ignored here. Actions (W, nq) joint position targets;
+    observations (W, obs_dim) float32."""
+
+    engine = "mjx"
+
+    def __init__(self, task, num_envs: int = 1, *, seed: int = 0,
+                 randomization: S.EnvRandomization | None = _DEFAULT_RANDOMIZATION,
+                 nthread: int | None = None):
+        _check_args(num_envs, randomization, nthread, seed)
+        self.task_scene = ts = resolve_task(task)
+        self.task = ts.task
+        self.num_envs = int(num_envs)
+        self.layout = S.make_layout(ts)
+        self.randomization = randomization
+        self._check_scene(ts)
+        self._host_tables(ts)
+        self._mx, self._d0 = _put_model(ts.scene.mj, ts.scene.mjcf.options.mjx_impl)
+        self._device_tables()
+        self.action_low = np.asarray(ts.model.qpos_lower, np.float32)
+        self.action_high = np.asarray(ts.model.qpos_upper, np.float32)
+        # One compilation each, shared by every MjxEnv of the same built scene, world count,
+        # randomisation and precision (their tables are equal); a new key or draw never retraces.
+        key = ("mjx", self.num_envs, randomization, str(self._d0.qpos.dtype))
+        self._reset_jit, self.jit_step, self._rollout_jit, self._replay_jit = _cached(
+            ts.scene, key, lambda: (jax.jit(self.reset_state), jax.jit(self.step_state),
+                                    jax.jit(self._rollout, static_argnums=(1, 2)), jax.jit(self._replay)))
+        self._seed = int(seed)
+        self._state = None
+        self._closed = False
+
+    # ---- host-side setup -------------------------------------------------------------------------
+    def _check_scene(self, ts) -> None:
+        name, lay = self.task.name, ts.scene.layout
+        if ts.scene.mjcf.actuators != "position":
+            raise CaliperError(f"task {name}: the MJX engine drives position servos; the scene was built "
+                               f"with actuators={ts.scene.mjcf.actuators!r}")
+        if lay.free:
+            raise CaliperError(f"task {name}: the MJX engine supports fixed-base robots only (the robot has "
+                               f"{len(lay.free)} free joint(s))")
+        if lay.nq != lay.nv:
+            raise CaliperError(f"task {name}: the MJX engine needs nq == nv for the gate, got nq={lay.nq}, "
+                               f"nv={lay.nv}")
+
+    def _host_tables(self, ts) -> None:
+        """Static index maps (NumPy) and the start state, props in task order."""
+        L, lay, mj = self.layout, ts.scene.layout, ts.scene.mj
+        names = L.prop_names
+        self._prop_body = np.array([lay.prop_body[n] for n in names], np.int64)
+        self._prop_geom = np.array([lay.prop_geom[n] for n in names], np.int64)
+        self._prop_qpos = np.array([lay.prop_qposadr[n] + np.arange(7) for n in names], np.int64)
+        self._prop_dof = np.array([lay.prop_dofadr[n] + np.arange(3) for n in names], np.int64)
+        self._prop_qpos, self._prop_dof = self._prop_qpos.reshape(-1, 7), self._prop_dof.reshape(-1, 3)
+        self._weld_eq = np.array([lay.weld_eq[n] for n in names], np.int64).reshape(-1)
+        self._jaw = S.jaw_body(ts)
+        self._q_to_qpos, self._v_to_dof, self._ctrl_to_q = lay.q_to_qpos, lay.v_to_dof, lay.ctrl_to_q
+        q0 = np.asarray(ts.q0, np.float64)
+        self._qpos0 = lay.qpos_from_q(q0[None], base=mj.qpos0)[0]
+        vel0 = np.zeros(mj.nv)
+        for prop in self.task.props:
+            a = lay.prop_dofadr[prop.name]
+            vel0[a:a + 6] = prop.velocity
+        self._qvel0 = lay.qvel_from_v(np.zeros((1, L.nv)), self._qpos0[None], base=vel0)[0]
+        self._ctrl0 = q0[lay.ctrl_to_q]
+        P = L.nprop
+        self._draw_shapes = {"prop_xy": (P, 2), "prop_yaw": (P,), "prop_mass": (P,), "prop_friction": (P,),
+                             "damping": (L.nv,), "gain": (mj.nu,), "gravity": ()}
+        self._evaluate = None if self.task.success is None else evaluator(self.task.success, names)
+
+    def _device_tables(self) -> None:
+        """Nominal values of the per-world model leaves and the gate parameters (device arrays)."""
+        mx = self._mx
+        self._nominal = {n: (mx.opt.gravity if n == "gravity" else getattr(mx, n)) for n in
+                         ("body_mass", "body_inertia", "geom_friction", "dof_damping", "actuator_gainprm",
+                          "actuator_biasprm", "gravity", "eq_data")}
+        self._safety = safety_params(self.task_scene.model, 1.0 / self.layout.fps)
+        self._gdtype = self.task_scene.model.dtype
+
+    # ---- one world (vmapped by the pure functions below) -----------------------------------------
+    def _draws(self, key, world, episode) -> dict:
+        if self.randomization is None:
+            return {}
+        return S.draw(self.randomization, jax_fold(key, world, episode), self._draw_shapes)
+
+    def _leaves(self, draws: dict) -> dict:
+        """{mjx.Model field: value} of one world for its draws (nominal * factor, as the CPU engine)."""
+        nom = self._nominal
+        out = {}
+
+        def scaled(name, idx, f):
+            base = nom[name]
+            f = jnp.asarray(f, base.dtype)
+            return base.at[idx].set(base[idx] * f.reshape(f.shape + (1,) * (base[idx].ndim - f.ndim)))
+
+        if "prop_mass" in draws:
+            out["body_mass"] = scaled("body_mass", self._prop_body, draws["prop_mass"])
+            out["body_inertia"] = scaled("body_inertia", self._prop_body, draws["prop_mass"])
+        if "prop_friction" in draws:
+            out["geom_friction"] = scaled("geom_friction", (self._prop_geom, 0), draws["prop_friction"])
+        if "damping" in draws:
+            out["dof_damping"] = scaled("dof_damping", self._v_to_dof, draws["damping"])
+        if "gain" in draws:
+            out["actuator_gainprm"] = scaled("actuator_gainprm", (slice(None), 0), draws["gain"])
+            out["actuator_biasprm"] = scaled("actuator_biasprm", (slice(None), slice(1, 3)), draws["gain"])
+        if "gravity" in draws:
+            out["gravity"] = nom["gravity"] * jnp.asarray(draws["gravity"], nom["gravity"].dtype)
+        if len(self._weld_eq):
+            out["eq_data"] = nom["eq_data"]          # inactive until a grasp writes its row
+        return out
+
+    def _start_qpos(self, draws: dict):
+        """(mj nq,) start positions: robot at q0, props at spawn moved by the drawn xy and yaw."""
+        qpos = jnp.asarray(self._qpos0, self._d0.qpos.dtype)
+        if "prop_xy" in draws:
+            idx = self._prop_qpos[:, :2]
+            qpos = qpos.at[idx].add(jnp.asarray(draws["prop_xy"], qpos.dtype))
+        if "prop_yaw" in draws:
+            idx = self._prop_qpos[:, 3:]
+            yaw = S.yaw_quat(jnp, jnp.asarray(draws["prop_yaw"], qpos.dtype))
+            qpos = qpos.at[idx].set(quat_mul(yaw, qpos[idx]))
+        return qpos
+
+    def _read(self, d) -> dict:
+        """One world's q, v, prop pos/quat/vel (P, 3/4/3), jaw pos (3,), rot (3, 3), quat (4,)."""
+        props = d.qpos[self._prop_qpos]
+        j = self._jaw
+        return {"q": d.qpos[self._q_to_qpos], "v": d.qvel[self._v_to_dof], "pos": props[:, :3],
+                "quat": props[:, 3:], "vel": d.qvel[self._prop_dof], "jaw_pos": d.xpos[j],
+                "jaw_rot": d.xmat[j].reshape(3, 3), "jaw_quat": d.xquat[j]}
+
+    def _observe(self, s: dict, held):
+        obs = S.observation(self.layout, jnp, s["q"], s["v"], held, s["pos"], s["quat"], s["vel"],
+                            s["jaw_pos"])
+        return obs.astype(jnp.float32)
+
+    def _reset_world(self, key, world, episode) -> State:
+        """A new episode of one world (``key`` None in the result; the caller keeps the base key)."""
+        draws = self._draws(key, world, episode)
+        leaves = self._leaves(draws)
+        d0 = self._d0
+        qpos = self._start_qpos(draws)
+        eq_active = d0.eq_active
+        if len(self._weld_eq):
+            eq_active = eq_active.at[self._weld_eq].set(False)
+        d = d0.replace(qpos=qpos, qvel=jnp.asarray(self._qvel0, qpos.dtype),
+                       ctrl=jnp.asarray(self._ctrl0, d0.ctrl.dtype), eq_active=eq_active)
+        d = mjx.kinematics(self._mx, d)
+        s = self._read(d)
+        held = jnp.asarray(-1, jnp.int32)
+        f32 = jnp.float32
+        no = jnp.asarray(False)
+        obs = self._observe(s, held)
+        info = {"success": no, "final_success": no, "final_obs": jnp.zeros_like(obs),
+                "final_return": jnp.zeros((), f32), "final_length": jnp.zeros((), jnp.int32), "unstable": no,
+                "gate_flags": jnp.zeros((), jnp.int32), "randomization": draws}
+        return State(data=d, model=leaves, safety=init_safety(s["q"].astype(self._gdtype), self.layout.nv),
+                     held=held, success=no, tick=jnp.zeros((), jnp.int32),
+                     episode=jnp.asarray(episode, jnp.int32), ret=jnp.zeros((), f32), pos0=s["pos"], obs=obs,
+                     reward=jnp.zeros((), f32), terminated=no, truncated=no, info=info, key=None)
+
+    def _grasp(self, s: dict, held, target, eq_active, eq_data):
+        """(new held, eq_active, eq_data) of one world after the grasp rule on gated ``target``."""
+        L = self.layout
+        cand = S.grasp_candidates(L, jnp, s["jaw_pos"], s["jaw_rot"], s["pos"])
+        new = S.grasp_update(jnp, held, S.closing(L, target), cand)
+        props = jnp.arange(L.nprop)
+        took = (new != held) & (new >= 0) & (props == new)                      # (P,)
+        rel_pos = jnp.einsum("ji,pj->pi", s["jaw_rot"], s["pos"] - s["jaw_pos"])
+        rel_quat = quat_mul(quat_conj(s["jaw_quat"])[None], s["quat"])
+        rel_quat = rel_quat / jnp.linalg.norm(rel_quat, axis=-1, keepdims=True)
+        rows = eq_data[self._weld_eq]
+        fresh = jnp.concatenate([jnp.zeros_like(rows[:, :3]), rel_pos.astype(rows.dtype),
+                                 rel_quat.astype(rows.dtype), rows[:, 10:]], axis=-1)
+        eq_data = eq_data.at[self._weld_eq].set(jnp.where(took[:, None], fresh, rows))
+        eq_active = eq_active.at[self._weld_eq].set(props == new)
+        return new, eq_active, eq_data
+
+    def _tick_world(self, m, w: State, action, key, world) -> State:
+        """One control tick of one world with its model ``m`` (auto-reset included)."""
+        L = self.layout
+        d = w.data
+        s = self._read(d)
+        cmd, safety, warn = gate(self._safety, w.safety, setpoint(jnp.asarray(action, self._gdtype)),
+                                 s["q"].astype(self._gdtype), "position")
+        target = cmd.q
+        held, eq_active, leaves = w.held, d.eq_active, dict(w.model)
+        if L.nprop:
+            held, eq_active, leaves["eq_data"] = self._grasp(s, held, target, eq_active, m.eq_data)
+            m = m.replace(eq_data=leaves["eq_data"])
+        d = d.replace(ctrl=target[self._ctrl_to_q].astype(d.ctrl.dtype), eq_active=eq_active)
+        d = jax.lax.fori_loop(0, L.substeps, lambda _, x: mjx.step(m, x), d)
+        d = mjx.kinematics(m, d)
+        unstable = ~(jnp.all(jnp.isfinite(d.qpos)) & jnp.all(jnp.isfinite(d.qvel)))
+        s = self._read(d)
+        obs = self._observe(s, held)
+        now = jnp.asarray(False) if self._evaluate is None else \
+            jnp.asarray(self._evaluate(s["pos"], w.pos0, s["vel"]), bool)
+        now = now & ~unstable
+        fired = now & ~w.success
+        success = w.success | now
+        tick = w.tick + 1
+        reward = fired.astype(jnp.float32)
+        ret = w.ret + reward
+        truncated = ~fired & ((tick >= L.horizon) | unstable)
+        done = fired | truncated
+        stepped = w._replace(data=d, model=leaves, safety=safety, held=held, success=success, tick=tick,
+                             ret=ret, obs=obs, key=None)
+        fresh = self._reset_world(key, world, w.episode + 1)
+        nxt = jax.tree_util.tree_map(lambda a, b: jnp.where(done, a, b), fresh, stepped)
+        info = dict(nxt.info, final_success=success & done, final_obs=obs,
+                    final_return=jnp.where(done, ret, 0.0).astype(jnp.float32),
+                    final_length=jnp.where(done, tick, 0).astype(jnp.int32), unstable=unstable,
+                    gate_flags=jnp.asarray(warn.flags, jnp.int32))
+        info["success"] = nxt.success
+        return nxt._replace(reward=reward, terminated=fired, truncated=truncated, info=info)
+
+    # ---- pure functions over all worlds ------------------------------------------------------------
+    def reset_state(self, key, episode=None) -> State:
+        """New episodes in every world -> State. ``key``: base PRNG key of the randomisation
+        streams; ``episode`` (W,) int: each world's episode index (default 0)."""
+        W = self.num_envs
+        episode = jnp.zeros(W, jnp.int32) if episode is None else jnp.asarray(episode, jnp.int32)
+        worlds = jnp.arange(W, dtype=jnp.int32)
+        state = jax.vmap(self._reset_world, in_axes=(None, 0, 0))(key, worlds, episode)
+        return state._replace(key=key)
+
+    def jit_reset(self, key, episode=None) -> State:
+        """:meth:`reset_state`, jitted (one compilation for any key and episode indices)."""
+        W = self.num_envs
+        episode = jnp.zeros(W, jnp.int32) if episode is None else jnp.asarray(episode, jnp.int32)
+        return self._reset_jit(key, episode)
+
+    def compile_counts(self) -> dict:
+        """{function: number of compilations so far} of the jitted reset, step, rollout and replay
+        (shared by the envs of one scene and configuration): new keys or draws never add one."""
+        fns = {"reset": self._reset_jit, "step": self.jit_step, "rollout": self._rollout_jit,
+               "replay": self._replay_jit}
+        return {k: int(f._cache_size()) for k, f in fns.items()}
+
+    def step_state(self, state: State, action) -> State:
+        """One control tick of every world -> State. ``action`` (W, nq): joint position targets."""
+        W = self.num_envs
+        mxb, m_axes = batch_mjx_model(self._mx, state.model, W)
+        axes = State(*([0] * len(State._fields)))._replace(key=None)
+        worlds = jnp.arange(W, dtype=jnp.int32)
+        out = jax.vmap(self._tick_world, in_axes=(m_axes, axes, 0, None, 0))(
+            mxb, state._replace(key=None), action, state.key, worlds)
+        return out._replace(key=state.key)
+
+    def _scan(self, state: State, act, xs, length):
+        def body(s, x):
+            a = act(s.obs, x)
+            n = self.step_state(s, a)
+            return n, Transition(s.obs, a, n.reward, n.terminated, n.truncated, n.info["success"],
+                                 n.info["final_success"], n.info["final_obs"])
+        return jax.lax.scan(body, state, xs, length=length)
+
+    def _rollout(self, state, policy, ticks):
+        return self._scan(state, lambda obs, _: policy(obs), None, ticks)
+
+    def _replay(self, state, actions):
+        return self._scan(state, lambda obs, a: a, actions, None)
+
+    def rollout(self, state: State, policy, ticks: int):
+        """``ticks`` control ticks of every world as one jitted ``lax.scan`` -> (final State,
+        Transition (T, W, ...)). ``policy(obs (W, obs_dim)) -> action (W, nq)``: a pure JAX
+        function (hashable; a new function object compiles anew)."""
+        if not callable(policy):
+            raise CaliperError(f"rollout: policy must be callable, got {type(policy).__name__}")
+        if not isinstance(ticks, (int, np.integer)) or ticks < 1:
+            raise CaliperError(f"rollout: ticks must be an integer >= 1, got {ticks!r}")
+        return self._rollout_jit(state, policy, int(ticks))
+
+    def replay(self, state: State, actions):
+        """An open-loop action sequence (T, W, nq) as one jitted ``lax.scan`` -> (State, Transition)."""
+        actions = jnp.asarray(actions)
+        if actions.ndim != 3 or actions.shape[1:] != (self.num_envs, self.layout.nq):
+            raise CaliperError(f"replay: expected actions (T, {self.num_envs}, {self.layout.nq}), "
+                               f"got {actions.shape}")
+        return self._replay_jit(state, actions)
+
+    # ---- NumPy face (the CPU engine's API) -----------------------------------------------------------
+    @property
+    def state(self) -> State | None:
+        """The State the NumPy face holds (None before ``reset``)."""
+        return self._state
+
+    def reset(self, seed: int | None = None):
+        """New episodes in every world -> (obs (W, obs_dim) float32, info). ``seed`` restarts the
+        randomisation streams at episode 0; None continues them (episode 0 on the first reset)."""
+        self._check_open()
+        if seed is not None:
+            if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+                raise CaliperError(f"seed must be an integer or None, got {seed!r}")
+            self._seed, self._state = int(seed), None
+        episode = None if self._state is None else self._state.episode + 1
+        self._state = self.jit_reset(jax.random.PRNGKey(self._seed), episode)
+        return np.asarray(self._state.obs), self._host_info(self._state)
+
+    def step(self, action):
+        """One control tick of every world -> (obs, reward (W,) float32, terminated (W,), truncated
+        (W,), info), as :meth:`tasks.env.VecEnv.step`. ``action`` (W, nq): position targets."""
+        self._check_open()
+        if self._state is None:
+            raise CaliperError("step() before reset(): call reset() first")
+        W, nq = self.num_envs, self.layout.nq
+        action = np.asarray(action)
+        if action.shape != (W, nq) or not np.issubdtype(action.dtype, np.number):
+            raise CaliperError(f"action: expected a numeric array of shape ({W}, {nq}) (num_envs, joint "
+                               f"position targets of {', '.join(self.task_scene.model.joint_names)}), got "
+                               f"{action.dtype} {action.shape}")
+        self._state = st = self.jit_step(self._state, jnp.asarray(action, self._gdtype))
+        info = self._host_info(st)
+        i = st.info
+        info["final_obs"] = np.asarray(i["final_obs"])
+        info["unstable"] = np.asarray(i["unstable"])
+        info["episode"].update(final_success=np.asarray(i["final_success"]),
+                               final_return=np.asarray(i["final_return"], np.float64),
+                               final_length=np.asarray(i["final_length"]))
+        return (np.asarray(st.obs), np.asarray(st.reward), np.asarray(st.terminated),
+                np.asarray(st.truncated), info)
+
+    def _host_info(self, st: State) -> dict:
+        i = st.info
+        return {"success": np.asarray(i["success"]), "final_success": np.asarray(i["final_success"]),
+                "held": np.asarray(st.held), "gate_flags": np.asarray(i["gate_flags"]),
+                "randomization": {k: np.asarray(v) for k, v in i["randomization"].items()},
+                "episode": {"index": np.asarray(st.episode), "tick": np.asarray(st.tick),
+                            "return": np.asarray(st.ret, np.float64)}}
+
+    # ---- lifecycle -----------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CaliperError("this MjxEnv is closed")
+
+    def close(self) -> None:
+        """Drop the held state (idempotent)."""
+        self._closed, self._state = True, None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MjxEnv({self.task.name!r}, num_envs={self.num_envs})"
+
+
+def jax_fold(key, world, episode):
+    """The key of episode ``episode`` of world ``world``: ``fold_in(fold_in(key, world), episode)``."""
+
+    return jax.random.fold_in(jax.random.fold_in(key, world), episode)
+
+
+__all__ = ["MjxEnv", "State", "Transition"]

@@ -1,0 +1,164 @@
+"""Success predicates, evaluated: one evaluator written once over an array module, two twins.
+
+State convention (world frame, metres and m/s, props in ``task.props`` order):
+
+- ``pos``  ``(..., P, 3)``: prop centre positions now;
+- ``pos0`` ``(..., P, 3)``: prop centre positions at the start of the episode;
+- ``vel``  ``(..., P, 3)``: prop linear velocities, or None (then a settled check raises).
+
+Leading ``...`` dimensions are batch dimensions; a verdict has shape ``(...)``. Comparisons are
+plain ``>=`` / ``<=`` in the dtype of ``pos`` (zone faces inclusive, speed = Euclidean norm of the
+linear velocity), so the NumPy twin (:func:`evaluate_np`) and the JAX twin (:func:`evaluator`) agree
+exactly on the same inputs. Every term of ``all_of`` / ``any_of`` is evaluated. A settled check on a
+state without velocities raises rather than passing a fly-through.
+
+NumPy-only at import time; JAX is imported inside :func:`evaluator`.
+"""
+from __future__ import annotations
+
+from functools import reduce
+
+import numpy as np
+
+from caliper_jax.errors import CaliperError
+from tasks.schema import AllOf, AnyOf, Lifted, PlacedInZone, Predicate, Zone
+
+
+def _index(prop: str, prop_names) -> int:
+    names = list(prop_names)
+    if prop not in names:
+        raise CaliperError(f"success predicate: unknown prop {prop!r} (props: {', '.join(names) or 'none'})")
+    return names.index(prop)
+
+
+def needs_velocity(pred: Predicate) -> bool:
+    """True when some term is a settled check (``placed_in_zone`` with ``settled_speed``)."""
+    if isinstance(pred, (AllOf, AnyOf)):
+        return any(needs_velocity(t) for t in pred.terms)
+    return isinstance(pred, PlacedInZone) and pred.settled_speed is not None
+
+
+def _settled_error(pred: PlacedInZone) -> CaliperError:
+    return CaliperError(f"placed_in_zone {pred.prop!r} in {pred.zone.name!r}: settled_speed needs "
+                        "velocities, and this state has none")
+
+
+def _build(pred: Predicate, prop_names, xp):
+    """``fn(pos, pos0, vel) -> bool (...)`` over the array module ``xp`` (numpy or jax.numpy).
+    Prop names resolve here, once; the inputs' dtype sets the comparison precision."""
+    if isinstance(pred, (AllOf, AnyOf)):
+        terms = [_build(t, prop_names, xp) for t in pred.terms]
+        op, unit = (xp.logical_and, True) if isinstance(pred, AllOf) else (xp.logical_or, False)
+
+        def combine(pos, pos0, vel):
+            start = xp.full(pos.shape[:-2], unit)
+            return reduce(op, (term(pos, pos0, vel) for term in terms), start)
+        return combine
+    if isinstance(pred, Lifted):
+        i = _index(pred.prop, prop_names)
+        if pred.ref not in ("initial", "absolute"):
+            raise CaliperError(f"lifted {pred.prop!r}: ref {pred.ref!r} is not one of initial, absolute")
+
+        def lifted(pos, pos0, vel):
+            z = pos[..., i, 2]
+            rise = z - pos0[..., i, 2] if pred.ref == "initial" else z
+            return rise >= xp.asarray(pred.height, dtype=pos.dtype)
+        return lifted
+    if isinstance(pred, PlacedInZone):
+        i = _index(pred.prop, prop_names)
+        lo = [c - h for c, h in zip(pred.zone.center, pred.zone.half, strict=True)]
+        hi = [c + h for c, h in zip(pred.zone.center, pred.zone.half, strict=True)]
+
+        def placed(pos, pos0, vel):
+            p = pos[..., i, :]
+            inside = xp.all((p >= xp.asarray(lo, dtype=pos.dtype)) & (p <= xp.asarray(hi, dtype=pos.dtype)),
+                            axis=-1)
+            if pred.settled_speed is None:
+                return inside
+            if vel is None:
+                raise _settled_error(pred)
+            v = vel[..., i, :]
+            speed = xp.sqrt(v[..., 0] * v[..., 0] + v[..., 1] * v[..., 1] + v[..., 2] * v[..., 2])
+            return inside & (speed <= xp.asarray(pred.settled_speed, dtype=v.dtype))
+        return placed
+    raise CaliperError(f"not a success predicate: {pred!r}")
+
+
+def _floats(x, xp):
+    """``x`` as a floating array: a float32/float64 array keeps its dtype, anything else becomes the
+    module's default float (NumPy: float64)."""
+    a = xp.asarray(x)
+    return a if xp.issubdtype(a.dtype, xp.floating) else xp.asarray(x, dtype=float)
+
+
+def evaluate_np(pred: Predicate, prop_names, pos, pos0, vel=None):
+    """The NumPy twin: the verdict for one state (a bool), or a bool array over leading batch
+    dimensions. Lists become float64; float32 arrays compare in float32 (as the JAX twin does)."""
+    fn = _build(pred, prop_names, np)
+    vel = None if vel is None else _floats(vel, np)
+    out = fn(_floats(pos, np), _floats(pos0, np), vel)
+    return bool(out) if np.ndim(out) == 0 else np.asarray(out, dtype=bool)
+
+
+def evaluator(pred: Predicate, prop_names):
+    """The JAX twin: a pure ``fn(pos, pos0, vel) -> bool array (...)`` in ``jax.numpy`` (no jit
+    inside; jit and vmap it as you like). ``vel`` may be None only when no term is a settled check:
+    otherwise the call raises while tracing."""
+    import jax.numpy as jnp
+
+    fn = _build(pred, prop_names, jnp)
+
+    def evaluate(pos, pos0, vel=None):
+        return fn(_floats(pos, jnp), _floats(pos0, jnp), None if vel is None else _floats(vel, jnp))
+    return evaluate
+
+
+def latch(prev, now):
+    """Success latches within an episode: once true, true for the rest of it."""
+    return prev | now
+
+
+# ---- reading a predicate ---------------------------------------------------------------------------
+
+def _fmt(values) -> str:
+    return "(" + ", ".join(f"{v:g}" for v in values) + ")"
+
+
+def describe(pred: Predicate) -> str:
+    """A plain-English one-liner."""
+    if isinstance(pred, (AllOf, AnyOf)):
+        word = "all of" if isinstance(pred, AllOf) else "any of"
+        return f"{word}: " + "; ".join(f"({describe(t)})" for t in pred.terms)
+    if isinstance(pred, Lifted):
+        if pred.ref == "initial":
+            return f"{pred.prop} lifted at least {pred.height:g} m above its start height"
+        return f"{pred.prop} centre at height >= {pred.height:g} m"
+    if isinstance(pred, PlacedInZone):
+        z = pred.zone
+        text = f"{pred.prop} centre inside zone {z.name} (centre {_fmt(z.center)}, half {_fmt(z.half)} m)"
+        if pred.settled_speed is not None:
+            text += f" and moving at most {pred.settled_speed:g} m/s"
+        return text
+    raise CaliperError(f"not a success predicate: {pred!r}")
+
+
+def _leaves(pred: Predicate):
+    if isinstance(pred, (AllOf, AnyOf)):
+        for t in pred.terms:
+            yield from _leaves(t)
+    else:
+        yield pred
+
+
+def props_of(pred: Predicate) -> list[str]:
+    """The props a predicate scores, in predicate order, each once."""
+    return list(dict.fromkeys(leaf.prop for leaf in _leaves(pred)))
+
+
+def zone_pairs(pred: Predicate) -> list[tuple[str, Zone]]:
+    """The (prop, zone) pairs of its ``placed_in_zone`` terms, in predicate order, each once."""
+    pairs = ((leaf.prop, leaf.zone) for leaf in _leaves(pred) if isinstance(leaf, PlacedInZone))
+    return list(dict.fromkeys(pairs))
+
+
+__all__ = ["describe", "evaluate_np", "evaluator", "latch", "needs_velocity", "props_of", "zone_pairs"]

@@ -1,0 +1,512 @@
+"""The task artifact (``*.caliper-task.json``, schema version 1): the data model.
+
+A task is one JSON file: robot (a URDF path relative to the task file), start pose, scene (ground,
+props, zones), gripper, success predicate, horizon and fps. Zones are for the evaluator only and
+never become physics. The loader (:func:`load_task`) rejects unknown keys at every level, naming
+the key path.
+"""
+from __future__ import annotations
+
+import difflib
+import itertools
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from caliper_jax.errors import CaliperError, NotFoundError
+from caliper_jax.limits import read_text
+from mjx_backend.materials import PRESETS, resolve_material
+from mjx_backend.scene import Prop
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Zone:
+    """An axis-aligned box in the world frame (m): evaluator-only, never physics."""
+
+    name: str
+    center: tuple            # (3,)
+    half: tuple              # (3,) half extents, > 0
+    rgba: tuple = (0.2, 0.8, 0.4, 0.35)
+
+
+# ---- success predicates (the JSON "kind" in brackets) ---------------------------------------------
+
+@dataclass(frozen=True)
+class Lifted:
+    """[lifted] ``ref="initial"``: z - z0 >= height (height > 0); ``"absolute"``: z >= height."""
+
+    prop: str
+    height: float
+    ref: str = "initial"
+
+
+@dataclass(frozen=True)
+class PlacedInZone:
+    """[placed_in_zone] the prop's centre inside the zone (faces inclusive) and, when
+    ``settled_speed`` is given, its linear speed <= settled_speed (m/s)."""
+
+    prop: str
+    zone: Zone
+    settled_speed: float | None = None
+
+
+@dataclass(frozen=True)
+class AllOf:
+    """[all_of] every term holds (every term is evaluated)."""
+
+    terms: tuple
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """[any_of] at least one term holds (every term is evaluated)."""
+
+    terms: tuple
+
+
+Predicate = Lifted | PlacedInZone | AllOf | AnyOf
+
+
+@dataclass(frozen=True)
+class GripperSpec:
+    """Which joint is the gripper (None: detected by name) and which limit closes it."""
+
+    joint: str | None = None
+    closed: str = "lo"
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    robot: Path                        # absolute, resolved against the task file's folder
+    q0: tuple | None = None            # (nq,) start pose; None: zeros
+    ground: float | None = 0.0         # ground plane height (m)
+    props: tuple = ()                  # mjx_backend.scene.Prop
+    zones: tuple = ()                  # Zone
+    gripper: GripperSpec | None = None
+    success: Predicate | None = None
+    horizon_s: float | None = None
+    fps: int | None = None
+    source: Path | None = None         # the file it was loaded from
+
+
+# ---- the loader -----------------------------------------------------------------------------------
+#
+# Every check below raises CaliperError("<key path>: <what is wrong>"); parse_task prefixes the file,
+# so a task error always reads "<file>: <key path>: <what>".
+
+TASK_SUFFIX = ".caliper-task.json"
+ZOO_DIR = Path(__file__).resolve().parent / "zoo"
+
+_TOP_KEYS = ("version", "name", "robot", "q0", "scene", "gripper", "success", "horizonS", "fps")
+_SCENE_KEYS = ("ground", "props", "zones")
+_PROP_KEYS = ("name", "kind", "halfExtents", "radius", "length", "pos", "quat", "mass", "rgba", "material")
+_PROP_SIZE_KEYS = {"box": ("halfExtents",), "sphere": ("radius",), "cylinder": ("radius", "length")}
+_MATERIAL_KEYS = ("solref", "solimp", "friction", "name")
+_ZONE_KEYS = ("name", "center", "half", "rgba")
+_GRIPPER_KEYS = ("joint", "closed")
+_PREDICATE_KEYS = {
+    "lifted": ("kind", "prop", "height", "ref"),
+    "placed_in_zone": ("kind", "prop", "zone", "settled_speed"),
+    "all_of": ("kind", "terms"),
+    "any_of": ("kind", "terms"),
+}
+LIFTED_REFS = ("initial", "absolute")
+GRIPPER_CLOSED = ("lo", "hi")
+
+
+def _fail(path: str, msg: str):
+    raise CaliperError(f"{path}: {msg}")
+
+
+def _hint(word: str, options) -> str:
+    close = difflib.get_close_matches(str(word), list(options), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _join(path: str, key) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+def _obj(value, path: str, allowed, required=()) -> dict:
+    """``value`` must be a JSON object with keys from ``allowed`` and every key of ``required``."""
+    if not isinstance(value, dict):
+        _fail(path, f"expected an object, got {_type(value)}")
+    for key in value:
+        if key not in allowed:
+            _fail(_join(path, key), f"unknown key{_hint(key, allowed)}")
+    for key in required:
+        if key not in value:
+            _fail(_join(path, key), "missing (required)")
+    return value
+
+
+def _type(value) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), f"the number {value!r}" if isinstance(value, (int, float)) else
+                     type(value).__name__)
+
+
+def _num(value, path: str) -> float:
+    """A finite JSON number (booleans are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        _fail(path, f"expected a number, got {_type(value)}")
+    if not math.isfinite(value):
+        _fail(path, f"expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _positive(value, path: str) -> float:
+    out = _num(value, path)
+    if out <= 0:
+        _fail(path, f"must be > 0, got {out:g}")
+    return out
+
+
+def _vec(value, path: str, n: int | None = None) -> tuple:
+    """A list of finite numbers (exactly ``n`` when given)."""
+    if not isinstance(value, list):
+        _fail(path, f"expected a list of {f'{n} ' if n else ''}numbers, got {_type(value)}")
+    if n is not None and len(value) != n:
+        _fail(path, f"expected {n} numbers, got {len(value)}")
+    return tuple(_num(v, _join(path, i)) for i, v in enumerate(value))
+
+
+def _str(value, path: str) -> str:
+    if not isinstance(value, str) or not value:
+        _fail(path, f"expected a non-empty string, got {_type(value) if value != '' else 'an empty one'}")
+    return value
+
+
+def _choice(value, path: str, options) -> str:
+    if value not in options:
+        _fail(path, f"{value!r} is not one of {', '.join(options)}{_hint(value, options)}")
+    return value
+
+
+def _list(value, path: str) -> list:
+    if not isinstance(value, list):
+        _fail(path, f"expected a list, got {_type(value)}")
+    return value
+
+
+def _unique(items, path: str, what: str) -> tuple:
+    seen = set()
+    for i, item in enumerate(items):
+        if item.name in seen:
+            _fail(_join(_join(path, i), "name"), f"duplicate {what} name {item.name!r}")
+        seen.add(item.name)
+    return tuple(items)
+
+
+def _prop(d, path: str) -> Prop:
+    """A scene prop: key checks here (with paths), construction by :meth:`Prop.from_dict`."""
+    _obj(d, path, _PROP_KEYS, ("name", "kind"))
+    name = _str(d["name"], _join(path, "name"))
+    kind = _choice(d["kind"], _join(path, "kind"), tuple(_PROP_SIZE_KEYS))
+    for key in ("halfExtents", "radius", "length"):
+        if key in d and key not in _PROP_SIZE_KEYS[kind]:
+            _fail(_join(path, key), f"not used by a {kind} (a {kind} takes "
+                                    f"{' and '.join(_PROP_SIZE_KEYS[kind])})")
+    for key in _PROP_SIZE_KEYS[kind]:
+        if key not in d:
+            _fail(_join(path, key), f"missing (a {kind} needs it)")
+    checks = {"halfExtents": lambda v, p: _vec(v, p, 3), "radius": _positive, "length": _positive,
+              "pos": lambda v, p: _vec(v, p, 3), "quat": lambda v, p: _vec(v, p, 4),
+              "mass": _positive, "rgba": lambda v, p: _vec(v, p, 4)}
+    for key, check in checks.items():
+        if key in d:
+            check(d[key], _join(path, key))
+    if "halfExtents" in d and min(d["halfExtents"]) <= 0:
+        _fail(_join(path, "halfExtents"), f"must all be > 0, got {d['halfExtents']}")
+    if "quat" in d and not any(d["quat"]):
+        _fail(_join(path, "quat"), "zero quaternion")
+    material = d.get("material")
+    if isinstance(material, dict):
+        _obj(material, _join(path, "material"), _MATERIAL_KEYS, ("solref", "solimp", "friction"))
+    elif material is not None and not isinstance(material, str):
+        _fail(_join(path, "material"), f"expected a preset name or an object, got {_type(material)}")
+    try:
+        resolve_material(material)
+    except CaliperError as exc:
+        _fail(_join(path, "material"), str(exc))
+    spec = {**d, "quat": _stable_quat(d["quat"])} if "quat" in d else d
+    try:
+        return Prop.from_dict(spec)
+    except CaliperError as exc:
+        _fail(path, f"prop {name!r}: {exc}")
+
+
+def _stable_quat(quat) -> list:
+    """A unit quaternion that Prop's normalisation (q / |q|) maps to itself, so that load -> write ->
+    load is exact (normalising twice in floating point can move the last bit): a few normalisations,
+    then one-ulp nudges of the components; the plain normalised one when neither settles."""
+    def unit(q):
+        return q / float(np.linalg.norm(q))
+
+    q = np.asarray(quat, dtype=float)
+    for _ in range(4):
+        q = unit(q)
+        if np.array_equal(unit(q), q):
+            return q.tolist()
+    for steps in itertools.product((0.0, math.inf, -math.inf), repeat=4):
+        c = np.array([np.nextafter(v, s) if s else v for v, s in zip(q, steps, strict=True)])
+        if np.array_equal(unit(c), c):
+            return c.tolist()
+    return q.tolist()
+
+
+def _zone(d, path: str, name: str | None = None) -> Zone:
+    """A zone object; ``name`` is the default for an inline zone given without one."""
+    _obj(d, path, _ZONE_KEYS, ("center", "half") if name is not None else ("name", "center", "half"))
+    zname = _str(d["name"], _join(path, "name")) if "name" in d else name
+    half = _vec(d["half"], _join(path, "half"), 3)
+    if min(half) <= 0:
+        _fail(_join(path, "half"), f"must all be > 0, got {list(half)}")
+    kw = {"rgba": _vec(d["rgba"], _join(path, "rgba"), 4)} if "rgba" in d else {}
+    return Zone(zname, _vec(d["center"], _join(path, "center"), 3), half, **kw)
+
+
+def predicate_from_dict(d, zones, path: str = "success", props=None) -> Predicate:
+    """A success predicate from its JSON form. ``zones``: the scene's Zones (a string zone resolves
+    by name against them); ``props``: the scene's prop names to check references against (None:
+    unchecked). Errors name the key path under ``path``."""
+    by_name = {z.name: z for z in zones}
+    return _predicate(d, path, by_name, props)
+
+
+def _predicate(d, path: str, zones: dict, props) -> Predicate:
+    if not isinstance(d, dict):
+        _fail(path, f"expected a predicate object, got {_type(d)}")
+    if "kind" not in d:
+        _fail(_join(path, "kind"), f"missing (one of {', '.join(_PREDICATE_KEYS)})")
+    kind = _choice(d["kind"], _join(path, "kind"), tuple(_PREDICATE_KEYS))
+    required = {"lifted": ("prop", "height"), "placed_in_zone": ("prop", "zone")}.get(kind, ("terms",))
+    _obj(d, path, _PREDICATE_KEYS[kind], required)
+    if kind in ("all_of", "any_of"):
+        terms = _list(d["terms"], _join(path, "terms"))
+        if not terms:
+            _fail(_join(path, "terms"), f"{kind} needs at least one term")
+        out = tuple(_predicate(t, _join(_join(path, "terms"), i), zones, props) for i, t in enumerate(terms))
+        return AllOf(out) if kind == "all_of" else AnyOf(out)
+    prop = _str(d["prop"], _join(path, "prop"))
+    if props is not None and prop not in props:
+        _fail(_join(path, "prop"), f"no prop {prop!r} in scene.props{_hint(prop, props)} "
+                                   f"(props: {', '.join(props) or 'none'})")
+    if kind == "lifted":
+        ref = _choice(d.get("ref", "initial"), _join(path, "ref"), LIFTED_REFS)
+        height = _num(d["height"], _join(path, "height"))
+        if ref == "initial" and height <= 0:
+            _fail(_join(path, "height"), f"must be > 0 for ref 'initial', got {height:g}")
+        return Lifted(prop, height, ref)
+    zpath = _join(path, "zone")
+    if isinstance(d["zone"], str):
+        if d["zone"] not in zones:
+            _fail(zpath, f"no zone {d['zone']!r} in scene.zones{_hint(d['zone'], zones)} "
+                         f"(zones: {', '.join(zones) or 'none'})")
+        zone = zones[d["zone"]]
+    elif isinstance(d["zone"], dict):
+        zone = _zone(d["zone"], zpath, name=f"{prop}-zone")
+    else:
+        _fail(zpath, f"expected a zone name or a zone object, got {_type(d['zone'])}")
+    speed = d.get("settled_speed")
+    if speed is not None:
+        speed = _num(speed, _join(path, "settled_speed"))
+        if speed < 0:
+            _fail(_join(path, "settled_speed"), f"must be >= 0, got {speed:g}")
+    return PlacedInZone(prop, zone, speed)
+
+
+def predicate_to_dict(p: Predicate, zones=()) -> dict:
+    """The JSON form of a predicate: a zone equal to one of ``zones`` is written by name, any other
+    zone inline."""
+    if isinstance(p, (AllOf, AnyOf)):
+        return {"kind": "all_of" if isinstance(p, AllOf) else "any_of",
+                "terms": [predicate_to_dict(t, zones) for t in p.terms]}
+    if isinstance(p, Lifted):
+        return {"kind": "lifted", "prop": p.prop, "height": p.height, "ref": p.ref}
+    if isinstance(p, PlacedInZone):
+        zone = p.zone.name if p.zone in tuple(zones) else _zone_to_dict(p.zone)
+        out = {"kind": "placed_in_zone", "prop": p.prop, "zone": zone}
+        if p.settled_speed is not None:
+            out["settled_speed"] = p.settled_speed
+        return out
+    raise CaliperError(f"not a success predicate: {p!r}")
+
+
+def _zone_to_dict(z: Zone) -> dict:
+    return {"name": z.name, "center": list(z.center), "half": list(z.half), "rgba": list(z.rgba)}
+
+
+def _prop_to_dict(p: Prop) -> dict:
+    out = {"name": p.name, "kind": p.kind}
+    if p.kind == "box":
+        out["halfExtents"] = list(p.size)
+    else:
+        out["radius"] = p.size[0]
+        if p.kind == "cylinder":
+            out["length"] = 2.0 * p.size[1]
+    out.update(pos=list(p.pos), quat=list(p.quat), mass=p.mass, rgba=list(p.rgba))
+    m = p.material
+    if m is not None:
+        preset = PRESETS.get(m.name)
+        out["material"] = m.name if preset == m else {
+            **({"name": m.name} if m.name != "custom" else {}),
+            "solref": list(m.solref), "solimp": list(m.solimp), "friction": list(m.friction)}
+    return out
+
+
+def _robot(value, base_dir: Path) -> Path:
+    rel = _str(value, "robot")
+    path = Path(rel) if Path(rel).is_absolute() else Path(base_dir) / rel
+    if not path.is_file():
+        _fail("robot", f"{rel!r} not found (looked for {path.resolve()})")
+    return path.resolve()
+
+
+def _int(value, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        _fail(path, f"expected a positive integer, got {_type(value)}")
+    return value
+
+
+def _parse(data, base_dir: Path, source: Path | None) -> Task:
+    _obj(data, "", _TOP_KEYS, ("version", "name", "robot", "scene"))
+    version = data["version"]
+    if isinstance(version, bool) or not isinstance(version, int):
+        _fail("version", f"expected the integer {SCHEMA_VERSION}, got {_type(version)}")
+    if version != SCHEMA_VERSION:
+        _fail("version", f"unsupported schema version {version} (this reader knows {SCHEMA_VERSION})")
+    name = _str(data["name"], "name")
+    robot = _robot(data["robot"], base_dir)
+    q0 = _vec(data["q0"], "q0") if data.get("q0") is not None else None
+    scene = _obj(data["scene"], "scene", _SCENE_KEYS)
+    ground = scene.get("ground", 0.0)
+    ground = None if ground is None else _num(ground, "scene.ground")
+    props = _unique([_prop(p, f"scene.props[{i}]") for i, p in
+                     enumerate(_list(scene.get("props", []), "scene.props"))], "scene.props", "prop")
+    zones = _unique([_zone(z, f"scene.zones[{i}]") for i, z in
+                     enumerate(_list(scene.get("zones", []), "scene.zones"))], "scene.zones", "zone")
+    gripper = None
+    if data.get("gripper") is not None:
+        g = _obj(data["gripper"], "gripper", _GRIPPER_KEYS)
+        joint = _str(g["joint"], "gripper.joint") if g.get("joint") is not None else None
+        gripper = GripperSpec(joint, _choice(g.get("closed", "lo"), "gripper.closed", GRIPPER_CLOSED))
+    success = None
+    if data.get("success") is not None:
+        success = _predicate(data["success"], "success", {z.name: z for z in zones}, [p.name for p in props])
+    horizon = _positive(data["horizonS"], "horizonS") if data.get("horizonS") is not None else None
+    fps = _int(data["fps"], "fps") if data.get("fps") is not None else None
+    return Task(name, robot, q0, ground, props, zones, gripper, success, horizon, fps, source)
+
+
+def parse_task(data: dict, base_dir: Path | None = None, source: str | Path | None = None) -> Task:
+    """A Task from its parsed JSON. ``base_dir``: the folder a relative robot path resolves
+    against (default: the source file's folder, else the working directory); ``source``: the file it
+    came from (stored resolved in ``Task.source``; error messages start with it as given)."""
+    src = Path(source).resolve() if source is not None else None
+    base = Path(base_dir) if base_dir is not None else (src.parent if src is not None else Path.cwd())
+    try:
+        return _parse(data, base, src)
+    except CaliperError as exc:
+        raise CaliperError(f"{source if source is not None else '<task>'}: {exc}") from None
+
+
+def _no_duplicates(pairs) -> dict:
+    """json object hook: a key given twice in one object is an error (the last would silently win)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise CaliperError(f"{key}: key given twice in one object")
+        out[key] = value
+    return out
+
+
+def load_task(path) -> Task:
+    """Read and check a ``*.caliper-task.json`` file (a file path; see :func:`find_task` for zoo
+    names). Any problem is one CaliperError: ``<file>: <key path>: <what>``."""
+    path = Path(path)
+    text = read_text(path, "task file")
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise CaliperError(f"{path}: not valid JSON: {exc.msg} ({where})") from None
+    except CaliperError as exc:
+        raise CaliperError(f"{path}: {exc}") from None
+    return parse_task(data, path.resolve().parent, path)
+
+
+def task_to_dict(task: Task) -> dict:
+    """The JSON form of ``task`` (``parse_task`` of it gives an equal Task). The robot is written
+    relative to the task's source folder when there is one (absolute otherwise); zones inside the
+    success predicate are written by name when they are scene zones."""
+    robot = str(task.robot)
+    if task.source is not None:
+        try:
+            robot = Path(os.path.relpath(task.robot, task.source.parent)).as_posix()
+        except ValueError:          # another drive (Windows)
+            pass
+    out = {"version": SCHEMA_VERSION, "name": task.name, "robot": robot}
+    if task.q0 is not None:
+        out["q0"] = list(task.q0)
+    out["scene"] = {"ground": task.ground, "props": [_prop_to_dict(p) for p in task.props],
+                    "zones": [_zone_to_dict(z) for z in task.zones]}
+    if task.gripper is not None:
+        out["gripper"] = {"closed": task.gripper.closed}
+        if task.gripper.joint is not None:
+            out["gripper"] = {"joint": task.gripper.joint, **out["gripper"]}
+    if task.success is not None:
+        out["success"] = predicate_to_dict(task.success, task.zones)
+    if task.horizon_s is not None:
+        out["horizonS"] = task.horizon_s
+    if task.fps is not None:
+        out["fps"] = task.fps
+    return out
+
+
+# ---- the zoo --------------------------------------------------------------------------------------
+
+def zoo_files() -> list[Path]:
+    """The zoo's task files, in file-name order."""
+    return sorted(ZOO_DIR.glob(f"*{TASK_SUFFIX}"))
+
+
+def _zoo_index() -> dict[str, Path]:
+    out = {}
+    for f in zoo_files():
+        try:
+            name = json.loads(read_text(f, "task file")).get("name")
+        except (json.JSONDecodeError, AttributeError):
+            name = None
+        if isinstance(name, str):
+            out.setdefault(name, f)
+    return out
+
+
+def zoo_names() -> list[str]:
+    """The zoo task names, in file order."""
+    return list(_zoo_index())
+
+
+def find_task(name_or_path) -> Path:
+    """A zoo task name (``"lift-cube"``) or a task file path -> the task file."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    index = _zoo_index()
+    key = str(name_or_path)
+    if key in index:
+        return index[key]
+    if path.suffix == ".json" or len(path.parts) > 1:
+        raise NotFoundError(f"{key}: no such task file")
+    raise NotFoundError(f"unknown task {key!r}: not a file and not a zoo task{_hint(key, index)} "
+                        f"(zoo: {', '.join(index)})")

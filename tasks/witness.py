@@ -1,0 +1,643 @@
+"""Witnesses: proof that a task's success verdict is reachable, computed through real kinematics.
+
+A witness is a grasp pose, a carry pose and a path between them:
+
+- ``q_grasp``: the centre of the jaw's bottom face (the downward face, at the start pose, of the
+  box bounding the gripper body's collision geoms) on the centre of the scored prop's top face,
+  gripper closed; solved by position IK (:func:`caliper_jax.ik.ik_position`) for a tool frame
+  added at that face, from NSEED seeds, preferring the least tilted jaw;
+- ``q_carry``: the prop, welded to the jaw at its relative pose at the grasp, has its centre where
+  the success predicate holds -- inside the zone shrunk by ZONE_MARGIN (nearest its centre, kept
+  above the ground) for ``placed_in_zone``, LIFT_MARGIN above the required height for
+  ``lifted``, the intersection for ``all_of``, the first satisfiable term for ``any_of`` (the
+  first whose carry has a collision-free path, when one has). Candidate targets on a grid over
+  that region are solved in one batched IK call;
+- ``path``: joint-space waypoints from grasp to carry along which neither the robot nor the
+  welded prop penetrates anything: the straight line when clear, else an RRT-connect path.
+
+Every IK answer is re-measured with MuJoCo's own kinematics and collision detection on the compiled
+scene: a pose counts when the predicate holds at the prop position it really reaches, it is within
+the joint limits, and nothing penetrates deeper than CONTACT_TOL (the jaw against the prop it holds
+excepted). :func:`verify_witness` then runs the settled MuJoCo simulation that backs the claim.
+
+Frames: world frame, metres; quaternions (w, x, y, z); ``q`` is the model's (nq,) coordinates.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from caliper_jax.errors import CaliperError
+from tasks.schema import AllOf, AnyOf, Lifted, PlacedInZone
+
+GRASP_TOL = 2e-3       # m: jaw bottom face centre to the prop's top face centre
+CONTACT_TOL = 1e-3     # m: deepest penetration tolerated at a witness pose
+LIFT_MARGIN = 0.02     # m above a lifted height (a welded prop sags a little under load)
+ZONE_MARGIN = 0.01     # m inside each zone face (at most 30% of the half extent)
+SEARCH = 0.25          # m: half width of the search window along an unbounded axis
+GRID = 5               # candidate targets per axis
+BATCH = 128            # IK lanes per call: a fixed size, so every call reuses one compiled solve
+NSEED = 8              # grasp seeds per prop
+TOOL = "task_tool"     # the tool frame added to the model for IK
+
+HOLD_S = 3.0           # s: at most, holding the carry pose until the state settles
+SETTLE_SPEED = 1e-3    # m/s (props) and rad/s or m/s (joints): settled below this ...
+SETTLE_FOR = 0.25      # s: ... for this long
+CONTROL_DT = 0.01      # s between servo target updates
+PATH_STEP = 0.02       # rad or m: collision checks along a joint-space path
+EXTEND = 0.3           # rad or m: RRT-connect step when the straight line collides
+PLAN_ITERS = 400       # RRT-connect samples before giving up on a clear path
+JOINT_SPEED = 1.0      # rad/s or m/s: the witness move's pace along each leg ...
+MIN_LEG_S = 0.5        # s: ... and its shortest leg
+PATH_TRIES = 3         # best carry poses whose paths are planned before giving up on clearance
+
+
+@dataclass(frozen=True)
+class Witness:
+    """A grasp and a carry pose that satisfy ``term`` (a term of the task's predicate, or the
+    predicate itself). ``relpose`` (7,): the carried prop's pose in the weld body's frame [pos,
+    quat]; ``pos_grasp`` / ``pos_carry`` (P, 3): prop centres at each pose (the carried one
+    predicted by FK, the others at their start); ``grasp_error`` (m): jaw face centre to top face
+    centre; ``carry_offset`` (m): the carried centre to the preferred target (zone centre, ...);
+    ``path`` (K, nq): joint-space waypoints q_grasp -> ... -> q_carry; ``path_clear``: whether the
+    carried prop and the robot penetrate nothing along it (False: no clear path was found and
+    ``path`` is the straight line, through whatever is in the way)."""
+
+    prop: str
+    term: object
+    q_grasp: np.ndarray
+    q_carry: np.ndarray
+    relpose: np.ndarray
+    pos_grasp: np.ndarray
+    pos_carry: np.ndarray
+    target: np.ndarray
+    grasp_error: float
+    carry_offset: float
+    path: np.ndarray
+    path_clear: bool
+
+
+@dataclass(frozen=True)
+class Verification:
+    """A settled simulation of a witness. ``success``: the verdict on the settled state;
+    ``at_start``: the verdict at t = 0 (props at their start); ``pos`` / ``vel`` (P, 3) prop
+    centres and linear velocities at the end; ``settle_s``: time after the move until everything
+    moved slower than SETTLE_SPEED for SETTLE_FOR (None: never within HOLD_S); ``drift`` (m): the
+    carried prop's settled centre to the witness's FK prediction (weld sag + servo error).
+    Truthy when the settled verdict is true and the start verdict false."""
+
+    success: bool
+    at_start: bool
+    pos: np.ndarray
+    vel: np.ndarray
+    settle_s: float | None
+    drift: float
+
+    def __bool__(self) -> bool:
+        return bool(self.success and not self.at_start)
+
+
+def term_label(pred) -> str:
+    """Short text of a predicate term, e.g. ``placed_in_zone(cube, bin)``."""
+    if isinstance(pred, Lifted):
+        return f"lifted({pred.prop}, {pred.height:g} {pred.ref})"
+    if isinstance(pred, PlacedInZone):
+        return f"placed_in_zone({pred.prop}, {pred.zone.name})"
+    if isinstance(pred, (AllOf, AnyOf)):
+        kind = "all_of" if isinstance(pred, AllOf) else "any_of"
+        return f"{kind}[{', '.join(term_label(t) for t in pred.terms)}]"
+    return repr(pred)
+
+
+# ---- geometry -------------------------------------------------------------------------------------
+
+def _quat_mat(q) -> np.ndarray:
+    from caliper_jax.io.rotations import quat_to_mat
+
+    return np.asarray(quat_to_mat(np.asarray(q, np.float64)[None]))[0]
+
+
+def top_face_center(prop) -> np.ndarray:
+    """(3,) world centre of the prop's upward face: of a box the face whose normal points most
+    upward, of a sphere the top point, of a cylinder the upper cap (or the top line when lying)."""
+    R, p = _quat_mat(prop.quat), np.asarray(prop.pos, np.float64)
+    if prop.kind == "sphere":
+        return p + np.array([0.0, 0.0, prop.size[0]])
+    if prop.kind == "box":
+        k = int(np.argmax(np.abs(R[2])))
+        return p + np.sign(R[2, k]) * prop.size[k] * R[:, k]
+    r, h = prop.size
+    axis = R[:, 2]
+    if abs(axis[2]) >= np.sqrt(0.5):
+        return p + np.sign(axis[2]) * h * axis
+    up = np.array([0.0, 0.0, 1.0]) - axis[2] * axis
+    return p + r * up / np.linalg.norm(up)
+
+
+def half_height(prop) -> float:
+    """Vertical half extent (m) of the prop at its start orientation."""
+    R = _quat_mat(prop.quat)
+    if prop.kind == "sphere":
+        return float(prop.size[0])
+    if prop.kind == "box":
+        return float(np.abs(R[2]) @ np.asarray(prop.size))
+    r, h = prop.size
+    c = abs(R[2, 2])
+    return float(h * c + r * np.sqrt(max(0.0, 1.0 - c * c)))
+
+
+def jaw_face(ts) -> tuple[np.ndarray, np.ndarray]:
+    """(centre (3,), outward normal (3,)) of the jaw's bottom face in the gripper body's frame: the
+    face of the box bounding the body's collision geoms whose normal points most downward at the
+    start pose."""
+    import mujoco
+
+    model = ts.model
+    body = model.body_id(ts.gripper.joint)
+    corners = []
+    for g in model.geoms:
+        if g.body != body or g.role != "collision" or g.kind == "mesh":
+            continue
+        half = np.asarray(g.size, np.float64)
+        half = np.array([half[0]] * 3) if g.kind == "sphere" else \
+            np.array([half[0], half[0], half[1] + (half[0] if g.kind == "capsule" else 0.0)]) \
+            if g.kind in ("cylinder", "capsule") else half
+        signs = np.array(np.meshgrid(*[[-1.0, 1.0]] * 3)).reshape(3, -1).T
+        corners.append(np.asarray(g.p, np.float64) + (signs * half) @ np.asarray(g.R, np.float64).T)
+    if not corners:
+        raise CaliperError(f"task {ts.name}: gripper {ts.gripper.joint!r} has no primitive collision "
+                           "geometry: no jaw face to grasp with")
+    pts = np.concatenate(corners)
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    d = mujoco.MjData(ts.scene.mj)
+    d.qpos[:] = ts.qpos(ts.q0)
+    mujoco.mj_kinematics(ts.scene.mj, d)
+    down = np.asarray(d.xmat[ts.weld_body]).reshape(3, 3).T @ np.array([0.0, 0.0, -1.0])
+    k = int(np.argmax(np.abs(down)))
+    face, normal = 0.5 * (lo + hi), np.zeros(3)
+    face[k] = hi[k] if down[k] > 0 else lo[k]
+    normal[k] = 1.0 if down[k] > 0 else -1.0
+    return face, normal
+
+
+class _Kin:
+    """MuJoCo kinematics and contacts of the task scene at given robot and prop poses."""
+
+    def __init__(self, ts):
+        import mujoco
+
+        self.ts, self.mj, self.d = ts, ts.scene.mj, mujoco.MjData(ts.scene.mj)
+        self.L = L = ts.scene.layout
+        self.body = ts.weld_body
+        self.jaw_geoms = np.array([int(self.mj.geom_bodyid[g]) == self.body for g in range(self.mj.ngeom)])
+        self.robot_geoms = np.isin(np.arange(self.mj.ngeom), list(L.robot_geoms))
+        self.direct = not (L.free or len(L.mimic_qfull))     # q maps onto qpos by index alone
+        self.mujoco = mujoco
+
+    def set(self, q, carried: str | None = None, relpose=None) -> None:
+        """Robot at q, props at their start, ``carried`` welded to the jaw at ``relpose`` (7,);
+        runs MuJoCo's kinematics and collision detection."""
+        mujoco, L = self.mujoco, self.L
+        if self.direct:
+            self.d.qpos[:] = L.qpos0
+            self.d.qpos[L.q_to_qpos] = q
+        else:
+            self.d.qpos[:] = self.ts.qpos(q)
+        mujoco.mj_kinematics(self.mj, self.d)
+        if carried is not None:
+            R, p = self.jaw()
+            a = L.prop_qposadr[carried]
+            self.d.qpos[a:a + 3] = p + R @ relpose[:3]
+            mujoco.mju_mulQuat(self.d.qpos[a + 3:a + 7], self.d.xquat[self.body], relpose[3:])
+            mujoco.mj_kinematics(self.mj, self.d)
+        mujoco.mj_collision(self.mj, self.d)
+
+    def jaw(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.d.xmat[self.body].reshape(3, 3).copy(), self.d.xpos[self.body].copy()
+
+    def name(self, g: int) -> str:
+        return self.mujoco.mj_id2name(self.mj, self.mujoco.mjtObj.mjOBJ_GEOM, int(g)) or f"geom{g}"
+
+    def prop_positions(self) -> np.ndarray:
+        return np.array([self.d.xpos[self.L.prop_body[n]] for n in self.ts.prop_names]).reshape(-1, 3)
+
+    def overlaps(self, held: str | None = None, carried: bool = True, depth: float = CONTACT_TOL) -> list:
+        """[(geom1, geom2, depth)] of contacts deeper than ``depth`` that involve the robot (or
+        ``held`` when ``carried``), the jaw against ``held`` excepted. Contacts among props at
+        rest and the ground are the start state's business (:mod:`tasks.check`), not counted."""
+        n = self.d.ncon
+        if n == 0:
+            return []
+        dist, geom = self.d.contact.dist[:n], self.d.contact.geom[:n]
+        g1, g2 = geom[:, 0], geom[:, 1]
+        hg = self.L.prop_geom.get(held, -1)
+        jaw, robot = self.jaw_geoms, self.robot_geoms
+        moving = robot[g1] | robot[g2]
+        if carried:
+            moving |= (g1 == hg) | (g2 == hg)
+        grip = ((g1 == hg) & jaw[g2]) | ((g2 == hg) & jaw[g1])
+        keep = (-dist > depth) & moving & ~grip
+        hits = zip(g1[keep], g2[keep], dist[keep], strict=True)
+        return [(self.name(a), self.name(b), float(-d)) for a, b, d in hits]
+
+
+# ---- IK -------------------------------------------------------------------------------------------
+
+def _tool_model(ts, point):
+    """The model with a frame TOOL at ``point`` (3,) in the gripper body's frame."""
+    import jax.numpy as jnp
+
+    m = ts.model
+    dtype = m.dtype
+    body = m.body_id(ts.gripper.joint)
+    return m.replace(frame_names=m.frame_names + (TOOL,), frame_body=m.frame_body + (body,),
+                     frame_kind=m.frame_kind + ("link",),
+                     frame_R=jnp.concatenate([m.frame_R, jnp.eye(3, dtype=dtype)[None]]),
+                     frame_p=jnp.concatenate([m.frame_p, jnp.asarray(point, dtype)[None]]))
+
+
+def _solve(ts, point, targets, seeds) -> np.ndarray:
+    """(N, nq) IK answers putting ``point`` (gripper body frame) at ``targets`` (N, 3), first from
+    ``seeds`` (N, nq) then from the solver's restarts; padded to BATCH lanes per call. The gripper
+    joint is left free (on gripper_arm it slides the jaw sideways, and a locked closed jaw leaves
+    an unreachable 0.8 mm that keeps the solver from converging); callers close it afterwards and
+    re-measure in MuJoCo."""
+    from caliper_jax.ik import ik_position
+
+    model = _tool_model(ts, point)
+    n = len(targets)
+    out = []
+    for i in range(0, n, BATCH):
+        t, s = targets[i:i + BATCH], seeds[i:i + BATCH]
+        pad = BATCH - len(t)
+        t = np.concatenate([t, np.repeat(t[:1], pad, axis=0)])
+        s = np.concatenate([s, np.repeat(s[:1], pad, axis=0)])
+        res = ik_position(model, t, frame=TOOL, seed_q=s)
+        out.append(np.asarray(res.q, np.float64)[:BATCH - pad])
+    return np.concatenate(out) if out else np.zeros((0, ts.model.nq))
+
+
+def _within_limits(ts, q) -> bool:
+    lo, hi = np.asarray(ts.model.qpos_lower, np.float64), np.asarray(ts.model.qpos_upper, np.float64)
+    return bool(np.all(q >= lo - 1e-6) and np.all(q <= hi + 1e-6))
+
+
+def _closed(ts, q) -> np.ndarray:
+    q = np.array(q, dtype=np.float64)
+    q[ts.gripper.q_index] = ts.gripper.closed
+    return q
+
+
+@dataclass(frozen=True)
+class Grasp:
+    prop: str
+    q: np.ndarray | None     # (nq,) None when the jaw cannot reach the top face
+    error: float             # m, jaw face centre to top face centre (best found)
+    why: str = ""
+
+
+def lateral_tolerance(prop) -> float:
+    """m: how far off the top face's centre, horizontally, the jaw face may land (half the face's
+    smaller half extent; an arm that cannot reach the centre -- a planar arm and a prop off its
+    plane -- still lands well inside the face)."""
+    half = prop.size[:2] if prop.kind == "box" else (prop.size[0],) * 2
+    return max(GRASP_TOL, 0.5 * float(min(half)))
+
+
+def grasps(ts, props=None) -> dict:
+    """{prop: Grasp} for ``props`` (default all): the jaw's bottom face on the top face, found by
+    IK from NSEED seeds (the start pose, then uniform draws within the limits); the best answer
+    reaches the face's height within GRASP_TOL and lands within :func:`lateral_tolerance` of its
+    centre, stays in the limits, and the robot penetrates nothing (the grasped
+    prop under the jaw excepted) deeper than CONTACT_TOL; the least tilted jaw wins."""
+    names = list(ts.prop_names if props is None else props)
+    if not names:
+        return {}
+    face, normal = jaw_face(ts)
+    by_name = {p.name: p for p in ts.task.props}
+    lo, hi = np.asarray(ts.model.qpos_lower, np.float64), np.asarray(ts.model.qpos_upper, np.float64)
+    rng = np.random.default_rng(0)
+    seeds = [_closed(ts, ts.q0)] + [_closed(ts, rng.uniform(lo, hi)) for _ in range(NSEED - 1)]
+    targets = np.repeat([top_face_center(by_name[n]) for n in names], NSEED, axis=0)
+    qs = _solve(ts, face, targets, np.array(seeds * len(names)))
+    kin = _Kin(ts)
+    out = {}
+    for k, name in enumerate(names):
+        best, best_key, best_err, why = None, None, np.inf, "the jaw cannot reach it"
+        lateral_tol = lateral_tolerance(by_name[name])
+        for q in qs[k * NSEED:(k + 1) * NSEED]:
+            q = _closed(ts, q)
+            kin.set(q)
+            R, p = kin.jaw()
+            miss = p + R @ face - targets[k * NSEED]
+            err = float(np.linalg.norm(miss))
+            best_err = min(best_err, err)
+            off_face = abs(miss[2]) > GRASP_TOL or np.linalg.norm(miss[:2]) > lateral_tol
+            if off_face or not _within_limits(ts, q):
+                continue
+            hits = kin.overlaps(held=name, carried=False)
+            if hits:
+                why = f"the jaw reaches it only with {hits[0][0]} in {hits[0][1]} ({hits[0][2] * 1e3:.1f} mm)"
+                continue
+            key = (float(R[2] @ normal), float(np.linalg.norm(q - ts.q0)))
+            if best_key is None or key < best_key:
+                best, best_key = q, key
+        out[name] = Grasp(name, best, best_err, "" if best is not None else why)
+    return out
+
+
+# ---- goals ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Goal:
+    """Where prop centres must be for ``term``: {prop: (lo (3,), hi (3,))} boxes already shrunk by
+    the margins, and the preferred point of the first constrained prop."""
+
+    term: object
+    boxes: dict
+    preferred: dict
+
+
+def _leaf_goal(ts, pred) -> Goal:
+    names = ts.prop_names
+    if pred.prop not in names:
+        raise CaliperError(f"task {ts.name}: {term_label(pred)}: no prop named {pred.prop!r}")
+    p0 = ts.pos0[names.index(pred.prop)]
+    if isinstance(pred, Lifted):
+        z = pred.height + (p0[2] if pred.ref == "initial" else 0.0) + LIFT_MARGIN
+        lo, hi = np.array([-np.inf, -np.inf, z]), np.full(3, np.inf)
+        return Goal(pred, {pred.prop: (lo, hi)}, {pred.prop: np.array([p0[0], p0[1], z])})
+    c, h = np.asarray(pred.zone.center, np.float64), np.asarray(pred.zone.half, np.float64)
+    m = np.minimum(ZONE_MARGIN, 0.3 * h)
+    return Goal(pred, {pred.prop: (c - h + m, c + h - m)}, {pred.prop: c})
+
+
+def goals(ts, pred) -> list:
+    """Alternative goals of a predicate, in order (any_of: one per term; all_of: boxes of one
+    prop intersected)."""
+    if isinstance(pred, (Lifted, PlacedInZone)):
+        return [_leaf_goal(ts, pred)]
+    if isinstance(pred, AnyOf):
+        return [g for t in pred.terms for g in goals(ts, t)]
+    if isinstance(pred, AllOf):
+        combos = [Goal(pred, {}, {})]
+        for term in pred.terms:
+            combos = [_merge(pred, a, b) for a in combos for b in goals(ts, term)]
+        return combos
+    raise CaliperError(f"task {ts.name}: unknown predicate {pred!r}")
+
+
+def _merge(term, a: Goal, b: Goal) -> Goal:
+    boxes = dict(a.boxes)
+    for prop, (lo, hi) in b.boxes.items():
+        if prop in boxes:
+            lo, hi = np.maximum(boxes[prop][0], lo), np.minimum(boxes[prop][1], hi)
+        boxes[prop] = (lo, hi)
+    preferred = dict(b.preferred)
+    preferred.update(a.preferred)
+    return Goal(term, boxes, preferred)
+
+
+def _carried(ts, goal: Goal) -> tuple[str, np.ndarray, np.ndarray, np.ndarray]:
+    """(prop, lo, hi, preferred) of the one prop the goal needs moved, the box floor raised to
+    keep the prop above the ground. Raises when the goal is empty or needs two props moved."""
+    names, pos0 = ts.prop_names, ts.pos0
+    for prop, (lo, hi) in goal.boxes.items():
+        if np.any(lo > hi):
+            raise CaliperError(f"prop {prop!r}: the terms contradict each other (no position satisfies all)")
+    moved = [p for p, (lo, hi) in goal.boxes.items()
+             if not np.all((pos0[names.index(p)] >= lo) & (pos0[names.index(p)] <= hi))]
+    if len(moved) > 1:
+        raise CaliperError(f"props {', '.join(moved)} would all have to move, and the gripper carries one "
+                           "prop at a time")
+    prop = moved[0] if moved else next(iter(goal.boxes))
+    lo, hi = (x.copy() for x in goal.boxes[prop])
+    if ts.task.ground is not None:
+        by_name = {p.name: p for p in ts.task.props}
+        lo[2] = max(lo[2], ts.task.ground + half_height(by_name[prop]) + CONTACT_TOL)
+        if lo[2] > hi[2]:
+            raise CaliperError(f"prop {prop!r}: the goal lies below the ground (its centre must stay "
+                               f"{half_height(by_name[prop]):.3g} m above it)")
+    pref = np.clip(goal.preferred.get(prop, pos0[names.index(prop)]), lo, hi)
+    return prop, lo, hi, pref
+
+
+def _candidates(lo, hi, preferred) -> np.ndarray:
+    """(N, 3) targets: the preferred point, then a GRID^3 grid over the box (unbounded sides cut at
+    SEARCH, 2 * SEARCH above a floor), nearest the preferred point first; at most BATCH."""
+    lo = np.where(np.isfinite(lo), lo, preferred - SEARCH)
+    hi = np.where(np.isfinite(hi), hi, lo + 2 * SEARCH)
+    axes = [np.linspace(a, b, GRID) if b > a else np.array([a]) for a, b in zip(lo, hi, strict=True)]
+    grid = np.array(np.meshgrid(*axes, indexing="ij")).reshape(3, -1).T
+    grid = grid[np.argsort(np.linalg.norm(grid - preferred, axis=1), kind="stable")]
+    return np.concatenate([preferred[None], grid])[:BATCH]
+
+
+# ---- the witness ----------------------------------------------------------------------------------
+
+def witness(ts) -> Witness:
+    """A grasp and carry pose satisfying ``ts.task.success`` (see the module docstring). Raises a
+    CaliperError naming the task and the predicate term when no reachable pose exists."""
+    from tasks.predicates import evaluate_np
+
+    task = ts.task
+    if task.success is None:
+        raise CaliperError(f"task {task.name}: no success predicate to witness")
+    reasons, fallback = [], None
+    for goal in goals(ts, task.success):
+        try:
+            w = _witness_goal(ts, goal, evaluate_np)
+        except CaliperError as exc:
+            reasons.append(f"{term_label(goal.term)}: {exc}")
+            continue
+        if w.path_clear:
+            return w
+        fallback = fallback or w
+    if fallback is not None:
+        return fallback
+    raise CaliperError(f"task {task.name}: success {term_label(task.success)} has no reachable witness -- "
+                       + "; ".join(reasons))
+
+
+def _witness_goal(ts, goal: Goal, evaluate_np) -> Witness:
+    prop, lo, hi, pref = _carried(ts, goal)
+    g = grasps(ts, [prop])[prop]
+    if g.q is None:
+        raise CaliperError(f"prop {prop!r}: {g.why} (the jaw's face misses the top face centre by at best "
+                           f"{g.error * 1e3:.1f} mm)")
+    kin = _Kin(ts)
+    kin.set(g.q)
+    from mjx_backend.grasp import relative_pose
+
+    rel = relative_pose(kin.d, ts.weld_body, ts.scene.layout.prop_body[prop])
+    targets = _candidates(lo, hi, pref)
+    qs = _solve(ts, rel[:3], targets, np.repeat(g.q[None], len(targets), axis=0))
+    names, pos0, zero = ts.prop_names, ts.pos0, np.zeros((len(ts.prop_names), 3))
+    i = names.index(prop)
+    valid, closest, why = [], np.inf, "no candidate reaches the goal region"
+    for target, q in zip(targets, qs, strict=True):
+        q = _closed(ts, q)
+        if not _within_limits(ts, q):
+            continue
+        kin.set(q, prop, rel)
+        pos = kin.prop_positions()
+        inside = bool(np.all(pos[i] >= lo - 1e-9) and np.all(pos[i] <= hi + 1e-9))
+        closest = min(closest, float(np.linalg.norm(np.clip(pos[i], lo, hi) - pos[i])))
+        if not (inside and evaluate_np(ts.task.success, names, pos, pos0, zero)):
+            continue
+        hits = kin.overlaps(held=prop)
+        if hits:
+            why = f"every pose reaching it has {hits[0][0]} in {hits[0][1]} ({hits[0][2] * 1e3:.1f} mm)"
+            continue
+        valid.append(((float(np.linalg.norm(pos[i] - pref)), float(np.linalg.norm(q - g.q))), q, pos, target))
+    if not valid:
+        if np.isfinite(closest) and closest > 0:
+            why += f" (closest reachable centre {closest * 1e3:.1f} mm outside it)"
+        raise CaliperError(f"prop {prop!r}: {why}")
+    valid.sort(key=lambda v: v[0])
+    first = None
+    for key, q, pos, target in valid[:PATH_TRIES]:
+        path = plan_path(kin, prop, rel, g.q, q)
+        w = Witness(prop, goal.term, g.q, q, rel, pos0.copy(), pos, target, g.error, key[0],
+                    np.stack([g.q, q]) if path is None else path, path is not None)
+        if path is not None:
+            return w
+        first = first or w
+    return first
+
+
+def segment_clear(kin, qa, qb, prop=None, rel=None, carried: bool = True) -> bool:
+    """Whether the straight joint-space segment qa -> qb is free of penetrations deeper than
+    CONTACT_TOL (checked every PATH_STEP): with ``prop`` welded at ``rel`` when ``carried``, else
+    with ``prop`` at rest and only its contact with the jaw excepted (an approach to grasp it)."""
+    n = int(np.ceil(np.max(np.abs(qb - qa)) / PATH_STEP)) + 1
+    for s in np.linspace(0.0, 1.0, n):
+        kin.set(qa + s * (qb - qa), prop if carried else None, rel)
+        if kin.overlaps(held=prop, carried=carried):
+            return False
+    return True
+
+
+def plan_path(kin, prop, rel, q_from, q_to) -> np.ndarray | None:
+    """(K, nq) joint-space waypoints from ``q_from`` to ``q_to`` along which ``prop``, welded at
+    ``rel``, and the robot penetrate nothing deeper than CONTACT_TOL (checked every PATH_STEP):
+    the straight line when it is clear, else an RRT-connect path (PLAN_ITERS samples, seeded,
+    gripper held closed) shortened greedily; None when none is found."""
+    clear = lambda a, b: segment_clear(kin, a, b, prop, rel)
+    return connect(kin.ts, clear, q_from, q_to, kin.ts.gripper.closed)
+
+
+def connect(ts, clear, q_from, q_to, gripper: float) -> np.ndarray | None:
+    """The straight line from ``q_from`` to ``q_to`` when ``clear(a, b)`` says so, else an
+    RRT-connect path over ``clear`` (PLAN_ITERS seeded samples, the gripper coordinate held at
+    ``gripper``) shortened greedily; None when none is found."""
+    if clear(q_from, q_to):
+        return np.stack([q_from, q_to])
+    lo, hi = np.asarray(ts.model.qpos_lower, np.float64), np.asarray(ts.model.qpos_upper, np.float64)
+    rng = np.random.default_rng(1)
+    trees = ([np.asarray(q_from, np.float64)], [-1]), ([np.asarray(q_to, np.float64)], [-1])
+
+    def extend(tree, target):
+        nodes, parents = tree
+        k = int(np.argmin([np.linalg.norm(n - target) for n in nodes]))
+        step = target - nodes[k]
+        dist = float(np.linalg.norm(step))
+        new = target if dist <= EXTEND else nodes[k] + step * (EXTEND / dist)
+        if not clear(nodes[k], new):
+            return None
+        nodes.append(new)
+        parents.append(k)
+        return new
+
+    def branch(tree):
+        nodes, parents = tree
+        out, k = [], len(nodes) - 1
+        while k >= 0:
+            out.append(nodes[k])
+            k = parents[k]
+        return out
+
+    for it in range(PLAN_ITERS):
+        a, b = trees if it % 2 == 0 else trees[::-1]
+        sample = rng.uniform(lo, hi)
+        sample[ts.gripper.q_index] = gripper
+        new = extend(a, sample)
+        if new is None:
+            continue
+        while (reached := extend(b, new)) is not None and not np.array_equal(reached, new):
+            pass
+        if reached is None:
+            continue
+        first, second = branch(trees[0]), branch(trees[1])
+        return _shorten(list(reversed(first)) + second[1:], clear)
+    return None
+
+
+def _shorten(path: list, clear) -> np.ndarray:
+    """Greedy shortcut: from each kept waypoint jump to the farthest one reachable in a straight
+    clear line."""
+    out, i = [path[0]], 0
+    while i < len(path) - 1:
+        j = next(j for j in range(len(path) - 1, i, -1) if j == i + 1 or clear(path[i], path[j]))
+        out.append(path[j])
+        i = j
+    return np.stack(out)
+
+
+# ---- verification ---------------------------------------------------------------------------------
+
+def verify_witness(ts, w: Witness, *, speed: float = JOINT_SPEED, hold_s: float = HOLD_S) -> Verification:
+    """Simulate the witness in MuJoCo (CPU, one world): start at ``q_grasp`` with every prop at its
+    start pose, weld the carried prop at its relative pose of that instant, drive the position
+    servos to ``q_carry`` along ``w.path`` (straight joint-space lines with smoothstep timing, each
+    leg taking max(MIN_LEG_S, largest joint change / ``speed``)),
+    then hold, gripper closed, until every prop and joint has moved slower than SETTLE_SPEED for
+    SETTLE_FOR (at most ``hold_s``), and judge the predicate on that state."""
+    from mjx_backend.cpu import MujocoBackend
+    from mjx_backend.grasp import relative_pose
+    from tasks.predicates import evaluate_np
+
+    if ts.scene.mjcf.actuators != "position":
+        raise CaliperError(f"task {ts.name}: verify_witness drives position servos; build the scene "
+                           f"with actuators='position' (got {ts.scene.mjcf.actuators!r})")
+    names, pos0, pred = ts.prop_names, ts.pos0, ts.task.success
+    L = ts.scene.layout
+    dofs = np.array([L.prop_dofadr[n] for n in names], dtype=np.int64).reshape(-1)
+    with MujocoBackend(ts.scene, q0=w.q_grasp) as b:                # starts reset at q_grasp
+        def props():
+            qpos, qvel = b.qpos()[0], b.world_data().qvel
+            pos = np.array([qpos[L.prop_qposadr[n]:L.prop_qposadr[n] + 3] for n in names]).reshape(-1, 3)
+            return pos, np.array([qvel[a:a + 3] for a in dofs]).reshape(-1, 3)
+
+        pos, vel = props()
+        at_start = bool(evaluate_np(pred, names, pos, pos0, vel))
+        rel = relative_pose(b.world_data(), ts.weld_body, L.prop_body[w.prop])
+        b.set_weld(0, w.prop, True, rel)
+        b.enable()
+        for qa, qb in zip(w.path[:-1], w.path[1:], strict=True):
+            n_move = max(1, int(round(max(MIN_LEG_S, np.max(np.abs(qb - qa)) / speed) / CONTROL_DT)))
+            for k in range(1, n_move + 1):
+                s = k / n_move
+                b.command(qa + s * s * (3.0 - 2.0 * s) * (qb - qa))
+                b.step(CONTROL_DT)
+        settle_s, calm, t = None, 0.0, 0.0
+        while t < hold_s - 1e-9:
+            state = b.step(CONTROL_DT)
+            t += CONTROL_DT
+            _, vel = props()
+            speed = max(float(np.max(np.abs(state.v))),
+                        float(np.max(np.linalg.norm(vel, axis=1), initial=0.0)))
+            calm = calm + CONTROL_DT if speed < SETTLE_SPEED else 0.0
+            if calm >= SETTLE_FOR - 1e-9:
+                settle_s = t
+                break
+        pos, vel = props()
+    success = bool(evaluate_np(pred, names, pos, pos0, vel))
+    drift = float(np.linalg.norm(pos[names.index(w.prop)] - w.pos_carry[names.index(w.prop)]))
+    return Verification(success, at_start, pos, vel, settle_s, drift)
+
+
+__all__ = ["GRASP_TOL", "CONTACT_TOL", "LIFT_MARGIN", "ZONE_MARGIN", "Goal", "Grasp", "Verification",
+           "Witness", "goals", "grasps", "jaw_face", "top_face_center", "verify_witness",
+           "witness"]
