@@ -39,6 +39,10 @@ SEARCH = 0.25          # m: half width of the search window along an unbounded a
 GRID = 5               # candidate targets per axis
 BATCH = 128            # IK lanes per call: a fixed size, so every call reuses one compiled solve
 NSEED = 8              # grasp seeds per prop
+PRESS_TOL = 2e-3       # m: deepest the jaw may press into the prop it grasps
+SIDE_GAP = 1e-3        # m: a side grasp's jaw face to the prop's side
+SIDE_DROP = 0.01       # m: a side grasp's jaw centre below the prop's top
+SIDE_TOL = 5e-3        # m: how close IK must put the jaw face to a side grasp's aim
 TOOL = "task_tool"     # the tool frame added to the model for IK
 
 HOLD_S = 3.0           # s: at most, holding the carry pose until the state settles
@@ -310,7 +314,10 @@ def grasps(ts, props=None) -> dict:
     IK from NSEED seeds (the start pose, then uniform draws within the limits); the best answer
     reaches the face's height within GRASP_TOL and lands within :func:`lateral_tolerance` of its
     centre, stays in the limits, and the robot penetrates nothing (the grasped
-    prop under the jaw excepted) deeper than CONTACT_TOL; the least tilted jaw wins."""
+    prop under the jaw excepted) deeper than CONTACT_TOL; the least tilted jaw that presses into the
+    prop no deeper than PRESS_TOL wins. When every top grasp presses deeper (a tilted jaw's corner
+    digs in and shoves the prop), a clean side grasp (:func:`_side_grasp`) is preferred, and the
+    least tilted pressing top grasp is the last resort."""
     names = list(ts.prop_names if props is None else props)
     if not names:
         return {}
@@ -340,11 +347,84 @@ def grasps(ts, props=None) -> dict:
             if hits:
                 why = f"the jaw reaches it only with {hits[0][0]} in {hits[0][1]} ({hits[0][2] * 1e3:.1f} mm)"
                 continue
-            key = (float(R[2] @ normal), float(np.linalg.norm(q - ts.q0)))
+            key = (_pressed(kin, name) > PRESS_TOL, float(R[2] @ normal), float(np.linalg.norm(q - ts.q0)))
             if best_key is None or key < best_key:
                 best, best_key = q, key
+        if best_key is not None and best_key[0]:          # only top grasps that press into the prop
+            side = _side_grasp(ts, kin, by_name[name], seeds)
+            if side is not None:
+                best, best_err = side
         out[name] = Grasp(name, best, best_err, "" if best is not None else why)
     return out
+
+
+def _pressed(kin, prop: str) -> float:
+    """m: how deep the jaw presses into ``prop`` (0 when it does not)."""
+    jaw = {kin.name(g) for g in np.flatnonzero(kin.jaw_geoms)}
+    return max((d for a, b, d in kin.overlaps(depth=0.0) if prop in (a, b) and {a, b} & jaw), default=0.0)
+
+
+def _takes(ts, kin, prop) -> bool:
+    """Whether a closing gripper at the current pose takes ``prop`` (the environment's rule,
+    :func:`tasks.env_spec.grasp_candidates`)."""
+    from types import SimpleNamespace
+
+    from tasks import env_spec
+
+    center, half = env_spec.jaw_box(ts)
+    rule = SimpleNamespace(jaw_center=center, jaw_half=half, prop_reach=np.array([env_spec.prop_reach(prop)]),
+                           grasp_margin=env_spec.GRASP_MARGIN)
+    R, p = kin.jaw()
+    pos = kin.prop_positions()[list(ts.prop_names).index(prop.name)]
+    return bool(env_spec.grasp_candidates(rule, np, p, R, pos[None])[0])
+
+
+def _side_grasp(ts, kin, prop, seeds) -> tuple[np.ndarray, float] | None:
+    """A side grasp of a box-like ``prop`` for when no top grasp is clean: a side face of the jaw's
+    box (at the start pose: +-x, +-y) against the prop's facing side, SIDE_GAP away, the jaw's
+    centre SIDE_DROP below the prop's top; valid when IK lands within SIDE_TOL along the face's
+    normal and vertically (within :func:`lateral_tolerance` across it), the pose is within
+    the limits, nothing penetrates (the jaw against this prop included, up to PRESS_TOL) and the
+    environment's grasp rule takes the prop. The least tilted jaw wins -> (q, miss in m) or None."""
+    from tasks import env_spec
+
+    center, half = env_spec.jaw_box(ts)
+    kin.set(ts.q0)
+    R0, _ = kin.jaw()
+    top = top_face_center(prop)[2]
+    Rp = _quat_mat(prop.quat)
+    size = np.asarray(prop.size if prop.kind == "box" else (prop.size[0],) * 3, np.float64)
+    faces, targets, normals = [], [], []
+    for axis in (0, 1):
+        for sign in (1.0, -1.0):
+            n = sign * R0[:, axis]                        # the jaw face's outward normal, world
+            reach = float(np.abs(Rp.T @ n) @ size)        # the prop's extent along n
+            point = np.asarray(prop.pos, np.float64) - n * (reach + half[axis] + SIDE_GAP)
+            point[2] = top - SIDE_DROP
+            faces.append(center + sign * half[axis] * np.eye(3)[axis])
+            targets.append(point + R0 @ (faces[-1] - center))      # the face centre, not the jaw centre
+            normals.append(n)
+    best, best_key = None, None
+    lateral_tol = lateral_tolerance(prop)
+    for face, target, n in zip(faces, targets, normals, strict=True):
+        across = np.cross(n, [0.0, 0.0, 1.0])
+        qs = _solve(ts, face, np.repeat(target[None], NSEED, axis=0), np.array(seeds))
+        for q in qs:
+            q = _closed(ts, q)
+            kin.set(q)
+            R, p = kin.jaw()
+            miss = p + R @ face - target
+            off = abs(miss @ n) > SIDE_TOL or abs(miss[2]) > SIDE_TOL or abs(miss @ across) > lateral_tol
+            if off or not _within_limits(ts, q):
+                continue
+            if kin.overlaps(held=prop.name, carried=False) or _pressed(kin, prop.name) > PRESS_TOL:
+                continue
+            if not _takes(ts, kin, prop):
+                continue
+            key = (-float(R[2, 2]), float(np.linalg.norm(q - ts.q0)))
+            if best_key is None or key < best_key:
+                best, best_key = (q, float(np.linalg.norm(miss))), key
+    return best
 
 
 # ---- goals ----------------------------------------------------------------------------------------

@@ -138,7 +138,7 @@ def cmd_witness(args) -> int:
     names = ", ".join(ts.model.joint_names)
     lines = [f"task {ts.name}: witness for {term_label(w.term)} carrying {w.prop} ({names})",
              f"  grasp  q = {np.round(w.q_grasp, 4).tolist()}  (jaw face "
-             f"{w.grasp_error * 1e3:.1f} mm from the top face centre)",
+             f"{w.grasp_error * 1e3:.1f} mm from its aim on the prop)",
              f"  carry  q = {np.round(w.q_carry, 4).tolist()}  via {len(w.path)} waypoints"
              + ("" if w.path_clear else " (path NOT collision-free)"),
              f"  verdict at t=0: {v.at_start}; after the settled simulation: {v.success} "
