@@ -13,13 +13,14 @@ printf 'torch==2.14.1\ntorchvision==0.29.1\n' > "$pins"
 pip_install() { "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-warn-conflicts -c "$pins" "$@"; }
 
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-if ! "$VENV/bin/python" -c "import lerobot, torch, datasets, accelerate, av, pytest, caliper_jax" 2>/dev/null \
+if ! "$VENV/bin/python" -c "import lerobot, torch, datasets, accelerate, av, pytest, imageio, serial, deepdiff, caliper_jax" 2>/dev/null \
    || [ "$("$VENV/bin/python" -c 'import lerobot; print(lerobot.__version__)')" != "$LEROBOT" ]; then
   pip_install torch==2.14.1 torchvision==0.29.1
   pip_install --no-deps "lerobot==$LEROBOT"
   # What LeRobotDataset imports (lerobot's full dependency list pulls robots, sim and logging stacks).
   pip_install 'datasets<5' 'huggingface-hub<0.36' 'pandas<3' pyarrow numpy pillow 'av>=15,<16' \
-    accelerate jsonlines 'draccus==0.10.0' einops 'packaging>=24.2,<26' pytest
+    accelerate jsonlines 'draccus==0.10.0' einops 'packaging>=24.2,<26' pytest \
+    imageio pyserial deepdiff  # what lerobot's ACT training imports (benchmarks/bench_learn.py)
   pip_install --no-deps -e .
 fi
 

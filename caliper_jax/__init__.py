@@ -5,17 +5,11 @@ Public names are loaded lazily so that JAX-free parts (``caliper_jax.dataset``,
 """
 from __future__ import annotations
 
-import importlib
+from caliper_jax.lazy import LazyExports
 
 __version__ = "0.1.0"
-
-# public name -> module that defines it
-_EXPORTS: dict[str, str] = {}
-
-
-def _export(module: str, *names: str) -> None:
-    for name in names:
-        _EXPORTS[name] = module
+_lazy = LazyExports(__name__, globals(), subpackages=("ik",))
+_export = _lazy.add
 
 
 _export(".errors", "CaliperError", "ModelError")
@@ -38,22 +32,7 @@ _export(".motion", "MotionLimits", "CartesianLimits", "move_j", "move_l", "move_
 _export(".calibration", "calibrate_joint_offsets", "calibrate_kinematics", "identify_dynamics")
 
 
-# public subpackages exported under their own name. ``ik`` is the package ``caliper_jax.ik``, which
-# is callable (``cj.ik(model, T)`` is ``caliper_jax.ik.ik(model, T)``): exporting the bare function
-# under the subpackage's name made ``cj.ik`` the function or the module depending on import order.
-_SUBPACKAGES = ("ik",)
-
-
-def __getattr__(name: str):
-    if name in _SUBPACKAGES:
-        return importlib.import_module("." + name, __name__)   # the import binds it in globals()
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'caliper_jax' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBPACKAGES))
+# ``ik`` is the package ``caliper_jax.ik``, which is callable (``cj.ik(model, T)`` is
+# ``caliper_jax.ik.ik(model, T)``): exporting the bare function under the subpackage's name made
+# ``cj.ik`` the function or the module depending on import order, so it is a subpackage export.
+__getattr__, __dir__ = _lazy.getattr, _lazy.dir

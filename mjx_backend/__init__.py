@@ -8,14 +8,10 @@ Modules, one job each: ``mjcf`` (Model -> MJCF, host-side), ``materials``, ``sce
 """
 from __future__ import annotations
 
-import importlib
+from caliper_jax.lazy import LazyExports
 
-_EXPORTS: dict[str, str] = {}
-
-
-def _export(module: str, *names: str) -> None:
-    for name in names:
-        _EXPORTS[name] = module
+_lazy = LazyExports(__name__, globals())
+_export = _lazy.add
 
 
 _export(".versions", "PINNED", "check_pinned", "installed_versions")
@@ -31,17 +27,4 @@ _export(".lint", "ContactFinding", "SettleRecord", "contact_lint", "lint_record"
 _export(".grasp", "Gripper", "WeldGrasp", "detect_gripper")
 _export(".sensors", "DepthCamera", "Lidar")
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mjx_backend' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+__all__, __getattr__, __dir__ = _lazy.all(), _lazy.getattr, _lazy.dir

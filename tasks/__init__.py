@@ -4,14 +4,10 @@ environment (CPU and MJX engines, gymnasium adapter in ``tasks.gym``), the scrip
 demonstration recording (docs/tasks.md). Names load lazily; importing ``tasks`` never imports JAX."""
 from __future__ import annotations
 
-import importlib
+from caliper_jax.lazy import LazyExports
 
-_EXPORTS: dict[str, str] = {}
-
-
-def _export(module: str, *names: str) -> None:
-    for name in names:
-        _EXPORTS[name] = module
+_lazy = LazyExports(__name__, globals())
+_export = _lazy.add
 
 
 _export(".schema", "SCHEMA_VERSION", "TASK_SUFFIX", "ZOO_DIR", "AllOf", "AnyOf", "GripperSpec", "Lifted",
@@ -20,7 +16,7 @@ _export(".schema", "SCHEMA_VERSION", "TASK_SUFFIX", "ZOO_DIR", "AllOf", "AnyOf",
 _export(".predicates", "describe", "evaluate_np", "evaluator", "latch", "needs_velocity", "props_of",
         "zone_pairs")
 _export(".scene", "TaskScene", "build_scene")
-_export(".witness", "Witness", "verify_witness", "witness")
+_export(".witness", "Witness", "verify_witness")   # the function witness: tasks.witness.witness
 _export(".check", "check_task")
 _export(".env_spec", "EnvLayout", "EnvRandomization", "observation_parts")
 _export(".env", "VecEnv")
@@ -28,17 +24,4 @@ _export(".env_mjx", "MjxEnv")
 _export(".expert", "ScriptedExpert", "plan_demo")
 _export(".demo", "record_demos", "run_episodes")
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tasks' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+__all__, __getattr__, __dir__ = _lazy.all(), _lazy.getattr, _lazy.dir

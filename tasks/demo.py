@@ -42,7 +42,6 @@ def run_episodes(env, episodes: int, *, progress=None) -> tuple[list[Episode], o
     """Run the scripted expert until ``episodes`` episodes have finished in canonical order ->
     (episodes sorted by (index, world), the expert). ``progress(n)`` is called with each finished
     count."""
-    from tasks.env_spec import observation_parts
     from tasks.expert import ScriptedExpert
 
     if episodes < 1:
@@ -56,10 +55,10 @@ def run_episodes(env, episodes: int, *, progress=None) -> tuple[list[Episode], o
     count = np.zeros(W, np.int64)
     while count.min() < need:
         action = expert.act(obs, info)
-        parts = observation_parts(L, np.asarray(obs, np.float64))
-        env_state = np.concatenate([parts["prop_pos"], parts["prop_quat"]], axis=-1).reshape(W, -1)
+        feats = env_features(L, np.asarray(obs, np.float64))
+        q, env_state = feats["observation.state"], feats["observation.environment_state"]
         for w in range(W):
-            frames[w].append((parts["q"][w], action[w], env_state[w]))
+            frames[w].append((q[w], action[w], env_state[w]))
         obs, _, term, trunc, new_info = env.step(action)
         for w in np.flatnonzero(term | trunc):
             if count[w] < need:
@@ -74,6 +73,18 @@ def run_episodes(env, episodes: int, *, progress=None) -> tuple[list[Episode], o
         info = new_info
     done.sort(key=lambda ep: (ep.index, ep.world))
     return done[:episodes], expert
+
+
+def env_features(L, obs, xp=np) -> dict:
+    """The recorded features of VecEnv observations ``obs`` (..., obs_dim) of layout ``L``:
+    ``observation.state`` (..., nq) joint positions, ``observation.environment_state`` (..., P * 7)
+    every prop's position and quaternion (w, x, y, z). ``xp``: numpy or jax.numpy."""
+    from tasks.env_spec import observation_parts
+
+    parts = observation_parts(L, obs)
+    props = xp.concatenate([parts["prop_pos"], parts["prop_quat"]], axis=-1)
+    return {"observation.state": parts["q"],
+            "observation.environment_state": props.reshape(props.shape[:-2] + (-1,))}
 
 
 def features(model, prop_names) -> dict:
@@ -138,4 +149,5 @@ def record_demos(task, episodes: int, out, *, seed: int = 0, engine: str = "mujo
                       len(expert.failed_plans))
 
 
-__all__ = ["DEMOS_PATH", "DemoResult", "Episode", "features", "record_demos", "run_episodes", "task_text"]
+__all__ = ["DEMOS_PATH", "DemoResult", "Episode", "env_features", "features", "record_demos", "run_episodes",
+           "task_text"]

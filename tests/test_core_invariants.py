@@ -147,10 +147,11 @@ def test_grad_wrt_model_parameters_matches_finite_differences():
         np.testing.assert_allclose(g[i], fd, rtol=1e-6)
 
 
-# collide_arm (3 revolute joints) adds nothing over pendulum2 and the panda here: slow (~20 s)
+# collide_arm (3 revolute joints) adds nothing over pendulum2 here, the panda's 7 joints nothing
+# over gripper_arm's prismatic + revolute mix in the default run: both slow (~20 s, ~35 s)
 @pytest.mark.x64
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "collide_arm" else n
-                                  for n in NAMES])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("collide_arm", "panda")
+                                  else n for n in NAMES])
 def test_jacfwd_jacrev_agree_with_finite_differences(name):
     """FK, the frame Jacobian, RNEA and ABA of q as one pytree: one compile per transform."""
     model = load(name, dtype=jnp.float64)

@@ -71,6 +71,7 @@ def test_level_walk_matches_the_unrolled_walk_float32():
 
 
 @pytest.mark.x64
+@pytest.mark.slow   # ~17 s; the float32 twin stays in the default run
 def test_level_walk_matches_the_unrolled_walk_float64():
     """A branched tree on a free-floating base (a 6-dof joint: per-body sums of several dofs)."""
     _compare(TREE, jnp.float64, lambda key: 1e-12, floating=True)

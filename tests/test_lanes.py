@@ -192,6 +192,7 @@ def expected_shared(M, b):
     return np.linalg.solve(np.asarray(M, np.float64), np.asarray(b, np.float64).T).T
 
 
+@pytest.mark.slow   # ~18 s per precision; forward dynamics (default run) goes through the same solve
 @pytest.mark.parametrize("dtype, atol", [pytest.param(jnp.float64, 1e-12, marks=X64), (jnp.float32, 2e-5)])
 def test_vmapped_solve_spd_takes_the_lane_path(dtype, atol):
     rng = np.random.default_rng(12)

@@ -119,6 +119,17 @@ CASES: dict[str, Case] = {
     "task demo": Case(("task", "demo", "lift-cube", "--episodes", "1", "--worlds", "1",
                        "--out", "{tmp}/demos")),
     "task rollout": Case(("task", "rollout", "lift-cube", "--episodes", "1", "--worlds", "1")),
+    # "{demos}": two scripted lift-cube demos; "{ckpt}": a tiny policy trained on them (built once)
+    "learn train": Case(("learn", "train", "{demos}", "--out", "{tmp}/run", "--steps", "5",
+                         "--train-config", '{"eval_every": 5, "log_every": 5, "warmup": 1}',
+                         "--config", '{"hidden": [8]}')),
+    "learn eval": Case(("learn", "eval", "{ckpt}", "--task", "lift-cube", "--episodes", "2")),
+    "learn sweep": Case(("learn", "sweep", "{ckpt}", "--task", "lift-cube", "--episodes", "1", "--levels",
+                         "none")),
+    "learn profile": Case(("learn", "profile", "{ckpt}", "--task", "lift-cube", "--ticks", "10")),
+    "learn debug": Case(("learn", "debug", "{ckpt}", "--dataset", "{demos}", "--probes", "4"), rc=(0, 1)),
+    "learn autopsy": Case(("learn", "autopsy", "{ckpt}", "{demos}", "--task", "lift-cube", "--episodes", "1"),
+                          rc=(0, 1)),
     # bad input under --json: the error report (skipped while errors are plain text)
     "error": Case(("fk", "nosuchbot"), rc=(2,)),
 }
@@ -145,11 +156,40 @@ def _prepare(label: str, tmp: Path) -> None:
         write_synthetic(tmp / "ds", episodes=4, length=20)
 
 
+_LEARN_ASSETS: list = []
+
+
+def _learn_assets() -> tuple[Path, Path]:
+    """(a 2-episode lift-cube demo dataset, a 5-step BC checkpoint trained on it), built once."""
+    if not _LEARN_ASSETS:
+        import tempfile
+
+        from learn.config import BCConfig, TrainConfig
+        from learn.data import load_frames, prepare
+        from learn.policies import build_policy
+        from learn.train import fit
+        from tasks.demo import record_demos
+
+        root = Path(tempfile.mkdtemp(prefix="caliper-learn-cases-"))
+        demos = root / "demos"
+        record_demos("lift-cube", 2, demos, num_envs=2)
+        frames = load_frames(demos)
+        pcfg, tcfg = BCConfig(hidden=(8,)), TrainConfig(steps=5, warmup=1, eval_every=5, log_every=5)
+        split = prepare(frames, pcfg, 0.0, 0)
+        policy = build_policy(pcfg, frames.layout.obs_dim, frames.layout.action_dim)
+        res = fit(policy, split.train, None, tcfg, checkpoint_dir=root / "run")
+        _LEARN_ASSETS.extend([demos, res.checkpoint])
+    return _LEARN_ASSETS[0], _LEARN_ASSETS[1]
+
+
 def run_case(label: str, tmp: Path):
     """(exit code, stdout, stderr) of one case, run in-process; the precision is restored."""
     case = CASES[label]
     tmp.mkdir(parents=True, exist_ok=True)
     argv = [a.replace("{tmp}", str(tmp)).replace("{ds}", str(tmp / "ds")) for a in case.argv] + ["--json"]
+    if any("{demos}" in a or "{ckpt}" in a for a in argv):
+        demos, ckpt = _learn_assets()
+        argv = [a.replace("{demos}", str(demos)).replace("{ckpt}", str(ckpt)) for a in argv]
     out, err = io.StringIO(), io.StringIO()
     x64 = jax.config.jax_enable_x64
     try:

@@ -38,12 +38,13 @@ SUBCOMMAND_MODULES = (
     "caliper_jax.cli.data",
     "caliper_jax.cli.contact",
     "caliper_jax.cli.task",
+    "caliper_jax.cli.learn",
 )
 
 # Commands that can take more than a couple of seconds (compiling, long rollouts): a stage line
 # with a spinner and the elapsed time on stderr while they run (a TTY only; see caliper_jax.progress).
 STAGED = frozenset({"demo", "sim", "fk", "ik", "analyze", "calibrate", "move", "report", "check", "plan",
-                    "trajopt", "control", "record", "contact-sim", "contact-lint", "mjcf", "task"})
+                    "trajopt", "control", "record", "contact-sim", "contact-lint", "mjcf", "task", "learn"})
 
 
 # Commands that never import JAX (no compilation cache to set up, no JAX import to pay for).

@@ -164,7 +164,12 @@ def cmd_sim(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    """The main job on a built-in robot: load it, FK of its frames, a passive RK4 simulation."""
+    """The main job on a built-in robot: load it, FK of its frames, a passive RK4 simulation
+    (``--full``: the learning loop of :func:`caliper_jax.cli.learn.full_demo`)."""
+    if args.full:
+        from caliper_jax.cli.learn import full_demo
+
+        return full_demo(args)
     from caliper_jax import api
 
     steps = _check_sim_flags(args.duration, 1e-3, "rk4")
@@ -201,6 +206,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("robot", nargs="?", default="pendulum2", help="robot (default pendulum2)")
     p.add_argument("--q0", default=None, help="initial joint positions (default: 1.0 0.5 for pendulum2)")
     p.add_argument("--duration", type=float, default=2.0, help="seconds of simulation (default 2)")
+    p.add_argument("--full", action="store_true",
+                   help="the whole loop on lift-cube instead: asset doctor, scripted demos, dataset doctor, "
+                        "train a policy, closed-loop eval (a few minutes)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="with --full: keep the dataset and checkpoints here (default: a temporary folder)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_demo, floating=False, no_mimic=False)
 

@@ -1,0 +1,470 @@
+"""``caliper learn``: train policies on LeRobot datasets, evaluate them closed loop on the task zoo,
+and judge them (eval E-codes, latency L-codes, debugger P-codes, the autopsy).
+
+Exit codes: 0, or 1 when a report holds an Error-severity finding (the verdict commands gate, so CI
+can call them); bad input is the usual one-line error with exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+
+from caliper_jax.cli import runtime
+from caliper_jax.cli.common import at_least, emit, seed
+
+POLICY_KINDS = ("bc_mlp", "act", "diffusion")
+
+
+def register(subparsers) -> None:
+    learn = subparsers.add_parser("learn", help="policies: train, eval, sweep, profile, debug, autopsy")
+    sub = learn.add_subparsers(dest="learn_command", metavar="ACTION")
+    sub.required = True
+
+    def add(name: str, handler, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--json", action="store_true", help="print the report as JSON")
+        p.set_defaults(func=handler)
+        return p
+
+    p = add("train", cmd_train, "train a policy on a LeRobot v3 dataset (orbax checkpoints in --out)")
+    p.add_argument("dataset", metavar="DATASET", help="a LeRobot v3 dataset folder")
+    p.add_argument("--policy", choices=POLICY_KINDS, default="bc_mlp", help="policy kind (default bc_mlp)")
+    p.add_argument("--out", required=True, metavar="DIR", help="a new folder for the run's checkpoints")
+    p.add_argument("--steps", type=int, default=None, help="optimiser updates (default: the train config's)")
+    p.add_argument("--batch-size", type=int, default=None, help="batch size (default 64)")
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate")
+    p.add_argument("--config", metavar="JSON", default=None,
+                   help='policy config overrides as JSON, e.g. \'{"chunk_size": 10, "n_action_steps": 5}\'')
+    p.add_argument("--train-config", metavar="JSON", default=None,
+                   help='train config overrides as JSON, e.g. \'{"warmup": 50, "ema_decay": 0.995}\'')
+    p.add_argument("--val-fraction", type=float, default=None, help="episodes held out for validation")
+    p.add_argument("--seed", type=int, default=0, help="weights, split and batches (default 0)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its newest checkpoint")
+    p.add_argument("--png", metavar="FILE.png", help="plot the loss curves (needs matplotlib)")
+
+    def episodes_args(p, default: int = 20) -> None:
+        p.add_argument("--episodes", type=int, default=default, help=f"episodes (default {default})")
+        p.add_argument("--worlds", type=int, default=None, help="parallel worlds (default min(episodes, 64))")
+        p.add_argument("--engine", choices=("mujoco", "mjx"), default="mujoco",
+                       help="mujoco: MuJoCo's C code on threads (default); mjx: MJX (an accelerator)")
+        p.add_argument("--seed", type=int, default=0, help="randomisation seed (default 0)")
+
+    p = add("eval", cmd_eval, "closed-loop success of a policy on a task: Wilson 95%% interval, E001-E003")
+    p.add_argument("policy", metavar="CHECKPOINT", help="a checkpoint or run folder, or 'scripted'")
+    p.add_argument("--task", required=True, help="a zoo task name or a task file")
+    episodes_args(p)
+    p.add_argument("--no-randomize", dest="randomize", action="store_false",
+                   help="every episode starts from the task file's nominal scene")
+
+    p = add("sweep", cmd_sweep, "policies x tasks x randomisation levels x seeds, ranked")
+    p.add_argument("policies", metavar="CHECKPOINT", nargs="+", help="checkpoints / run folders / 'scripted'")
+    p.add_argument("--task", dest="tasks", action="append", required=True, help="a task (repeatable)")
+    p.add_argument("--levels", nargs="+", choices=("none", "default", "wide"), default=["none", "default"],
+                   help="randomisation levels (default: none default)")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds (default 0)")
+    p.add_argument("--episodes", type=int, default=20, help="episodes per run (default 20)")
+    p.add_argument("--worlds", type=int, default=None, help="parallel worlds")
+    p.add_argument("--png", metavar="FILE.png", help="plot success per randomisation level")
+
+    p = add("profile", cmd_profile, "deploy-loop latency per tick: L001-L003")
+    p.add_argument("policy", metavar="CHECKPOINT")
+    p.add_argument("--task", required=True)
+    p.add_argument("--ticks", type=int, default=200, help="control ticks timed (default 200)")
+    p.add_argument("--worlds", type=int, default=1, help="worlds stepped together (default 1)")
+    p.add_argument("--seed", type=int, default=0)
+
+    p = add("debug", cmd_debug, "why a policy does nothing: P001-P008")
+    p.add_argument("policy", metavar="CHECKPOINT", help="a checkpoint, run folder or .safetensors export")
+    p.add_argument("--dataset", default=None, help="the dataset it was trained on (enables P002, P004, P005)")
+    p.add_argument("--task", default=None, help="a task whose robot's joint limits enable P003")
+    p.add_argument("--probes", type=int, default=32, help="probe observations (default 32)")
+    p.add_argument("--seed", type=int, default=0)
+
+    p = add("autopsy", cmd_autopsy, "dataset doctor + debugger + eval + latency: one verdict")
+    p.add_argument("policy", metavar="CHECKPOINT")
+    p.add_argument("dataset", metavar="DATASET")
+    p.add_argument("--task", default=None, help="a task to evaluate and profile on (enables E and L)")
+    p.add_argument("--episodes", type=int, default=20, help="eval episodes (default 20)")
+    p.add_argument("--seed", type=int, default=0)
+
+
+# ---- shared -----------------------------------------------------------------------------------------
+def _json_arg(text, flag: str) -> dict:
+    import json
+
+    from caliper_jax.errors import CaliperError
+
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CaliperError(f"{flag}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise CaliperError(f"{flag}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def load_policy(name: str):
+    """'scripted' or the TrainedPolicy of a checkpoint / run folder."""
+    if name == "scripted":
+        return "scripted"
+    from learn.checkpoint import load_checkpoint, resolve_checkpoint
+
+    return load_checkpoint(resolve_checkpoint(name)).policy
+
+
+def _bar(total: int, desc: str, unit: str):
+    from caliper_jax import progress
+
+    bar = progress.bar(total, desc, unit=unit)
+    return bar, (lambda n, *_: bar.update(n - bar.n))
+
+
+def _findings_text(findings) -> str:
+    return "".join(f"\n  [{f.code}] ({f.severity.lower()}) {f.message}\n         fix: {f.hint}"
+                   for f in findings)
+
+
+def _gate(findings) -> int:
+    return 1 if any(f.severity == "Error" for f in findings) else 0
+
+
+# ---- train ------------------------------------------------------------------------------------------
+def cmd_train(args) -> int:
+    from pathlib import Path
+
+    from caliper_jax.errors import CaliperError
+    from learn.config import (
+        POLICY_CONFIGS,
+        TrainConfig,
+        config_from_dict,
+        config_to_dict,
+        train_config_from_dict,
+    )
+    from learn.data import load_frames, prepare
+    from learn.policies import build_policy
+    from learn.train import fit
+
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not args.resume:
+        raise CaliperError(f"--out {out}: already exists and is not empty (use --resume to continue that "
+                           f"run)")
+    policy_cfg = config_from_dict({**config_to_dict(POLICY_CONFIGS[args.policy]()),
+                                   **_json_arg(args.config, "--config"), "kind": args.policy}, "--config")
+    overrides = _json_arg(args.train_config, "--train-config")
+    for flag, key in (("steps", "steps"), ("batch_size", "batch_size"), ("lr", "lr"),
+                      ("val_fraction", "val_fraction")):
+        if getattr(args, flag) is not None:
+            overrides[key] = getattr(args, flag)
+    overrides.setdefault("seed", seed(args.seed))
+    if args.policy == "diffusion":
+        overrides.setdefault("ema_decay", 0.995)
+    train_cfg = train_config_from_dict({**config_to_dict(TrainConfig()), **overrides}, "--train-config")
+    from learn.checkpoint import dataset_fingerprint
+
+    frames = load_frames(args.dataset)
+    split = prepare(frames, policy_cfg, train_cfg.val_fraction, train_cfg.seed)
+    policy = build_policy(policy_cfg, frames.layout.obs_dim, frames.layout.action_dim, seed=train_cfg.seed)
+    if args.png:
+        from caliper_jax.cli.motion import _out_dir
+
+        _out_dir(args.png, "--png")
+    from caliper_jax import progress
+
+    bar = progress.bar(train_cfg.steps, f"train {args.policy}", unit="step")
+
+    def tick(step, row):
+        bar.update(step - bar.n)
+        bar.set_postfix(loss=f"{row['loss']:.4f}", steps_s=f"{row.get('steps_per_s', 0):.0f}")
+
+    with bar, runtime.writing():
+        res = fit(policy, split.train, split.val, train_cfg, progress=tick, checkpoint_dir=out,
+                  resume=out if args.resume else None, fingerprint=dataset_fingerprint(args.dataset))
+    hist = res.history
+    report = {"dataset": str(args.dataset), "policy": config_to_dict(policy_cfg),
+              "train": config_to_dict(train_cfg),
+              "out": str(out), "checkpoint": str(res.checkpoint), "steps": res.steps,
+              "train_episodes": len(split.train_ids), "val_episodes": len(split.val_ids),
+              "frames": frames.num_frames, "obs_dim": frames.layout.obs_dim,
+              "action_dim": frames.layout.action_dim, "fps": frames.layout.fps,
+              "final_loss": hist[-1]["loss"] if hist else None,
+              "final_val_loss": next((r["val_loss"] for r in reversed(hist) if "val_loss" in r), None),
+              "history": hist, "timing": {"compile_s": res.compile_s, "run_s": res.run_s,
+                                          "steps_per_s": res.steps_per_s}, "devices": res.devices}
+    note = None
+    if args.png:
+        with runtime.writing(), runtime.partial_output(args.png):
+            note = _plot_losses(args.png, res, args.policy)
+        report["png"] = None if note else str(args.png)
+    val = report["final_val_loss"]
+    text = (f"{args.policy} on {args.dataset}: {res.steps} steps, loss {report['final_loss']:.4f}"
+            + (f", val loss {val:.4f}" if val is not None else "")
+            + f"\n  {res.steps_per_s:.1f} steps/s (compile {res.compile_s:.1f} s) on {res.devices} device(s)"
+            + f"\n  checkpoint: {res.checkpoint}"
+            + (f"\n  {note}" if note else (f"\n  plot: {args.png}" if args.png else "")))
+    emit(args, report, text)
+    return 0
+
+
+def _plot_losses(path, res, kind: str):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return 'matplotlib is not installed (pip install "caliper-jax[plot]"); no plot written'
+    fig, ax = plt.subplots(figsize=(7, 4))
+    tr, va = res.losses, res.val_losses
+    ax.plot(tr[:, 0], tr[:, 1], label="train")
+    if len(va):
+        ax.plot(va[:, 0], va[:, 1], "o-", label="validation")
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_title(f"{kind} training loss")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return None
+
+
+# ---- eval and sweep ---------------------------------------------------------------------------------
+def cmd_eval(args) -> int:
+    from learn.evaluate import evaluate
+    from tasks.schema import find_task, load_task
+
+    task = load_task(find_task(args.task))
+    episodes = at_least(args.episodes, "--episodes")
+    worlds = None if args.worlds is None else at_least(args.worlds, "--worlds")
+    policy = load_policy(args.policy)
+    bar, tick = _bar(episodes, f"eval {task.name}", "episode")
+    with bar:
+        res = evaluate(policy, task, episodes=episodes, num_envs=worlds, seed=seed(args.seed),
+                       engine=args.engine, randomization="default" if args.randomize else None, progress=tick)
+    report = res.to_dict()
+    report["timing"] = dict(res.timing) if getattr(res, "timing", None) else {}
+    emit(args, report, res.summary() + _findings_text(res.findings))
+    return _gate(res.findings)
+
+
+LEVELS = {"none": None, "default": "default"}
+
+
+def _level(name: str):
+    if name == "wide":
+        from tasks.env_spec import EnvRandomization
+
+        return EnvRandomization(prop_xy=0.04, prop_yaw=0.5, prop_mass=(0.5, 1.5), prop_friction=(0.6, 1.4),
+                                damping=(0.5, 2.0), gain=(0.8, 1.2), gravity=(0.97, 1.03))
+    return LEVELS[name]
+
+
+def cmd_sweep(args) -> int:
+    from learn.evaluate import sweep
+
+    names = {}
+    for p in args.policies:
+        names[p] = load_policy(p)
+    levels = {name: _level(name) for name in args.levels}
+    total = len(names) * len(args.tasks) * len(levels) * len(args.seeds)
+    bar, tick = _bar(total, "sweep", "run")
+    with bar:
+        res = sweep(names, args.tasks, randomization_levels=levels, seeds=tuple(args.seeds),
+                    episodes=at_least(args.episodes, "--episodes"), num_envs=args.worlds, progress=tick)
+    report = res.to_dict()
+    lines = ["rank  policy                          success   wilson95        mean return"]
+    for i, row in enumerate(res.ranking, 1):
+        lo, hi = row["wilson95"]
+        lines.append(f"{i:>4}  {row['name']:<30}  {row['successes']:>3}/{row['episodes']:<4} "
+                     f"[{lo:.2f}, {hi:.2f}]   {row['mean_return']:.3f}")
+    note = None
+    if args.png:
+        with runtime.writing(), runtime.partial_output(args.png):
+            note = _plot_sweep(args.png, res)
+        report["png"] = None if note else str(args.png)
+    if note or args.png:
+        lines.append(note or f"plot: {args.png}")
+    emit(args, report, "\n".join(lines))
+    return 0
+
+
+def _plot_sweep(path, res):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return 'matplotlib is not installed (pip install "caliper-jax[plot]"); no plot written'
+    rows = res.to_dict()["runs"]
+    levels = sorted({r["level"] for r in rows})
+    names = sorted({r["policy"] for r in rows})
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.8 / max(len(names), 1)
+    for i, name in enumerate(names):
+        rates = []
+        for lv in levels:
+            sel = [r for r in rows if r["policy"] == name and r["level"] == lv]
+            k = sum(r["result"]["successes"] for r in sel)
+            n = sum(r["result"]["n_episodes"] for r in sel)
+            rates.append(k / n if n else 0.0)
+        ax.bar([j + i * width for j in range(len(levels))], rates, width, label=name)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(levels))], levels)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("success rate")
+    ax.set_xlabel("randomisation level")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return None
+
+
+# ---- verdicts ---------------------------------------------------------------------------------------
+def cmd_profile(args) -> int:
+    from learn.profile import profile_rollout
+
+    rep = profile_rollout(load_policy(args.policy), args.task, ticks=at_least(args.ticks, "--ticks", 10),
+                          num_envs=at_least(args.worlds, "--worlds"), seed=seed(args.seed))
+    emit(args, rep.to_dict(), rep.render_text())
+    return _gate(rep.findings)
+
+
+def cmd_debug(args) -> int:
+    from learn.checkpoint import resolve_checkpoint
+    from learn.debug import analyze_policy
+
+    limits = None
+    if args.task is not None:
+        from tasks.scene import build_scene
+        from tasks.schema import find_task, load_task
+
+        model = build_scene(load_task(find_task(args.task))).model
+        limits = (model.qpos_lower, model.qpos_upper)
+    target = args.policy if str(args.policy).endswith(".safetensors") else resolve_checkpoint(args.policy)
+    findings = analyze_policy(target, args.dataset, robot_limits=limits,
+                              probes=at_least(args.probes, "--probes", 2), seed=seed(args.seed))
+    report = {"policy": str(target), "dataset": args.dataset, "findings": [f.to_dict() for f in findings]}
+    text = f"policy debugger: {target}" + (_findings_text(findings) if findings else
+                                           "\n  no findings: every reachable check passed")
+    emit(args, report, text)
+    return _gate(findings)
+
+
+def cmd_autopsy(args) -> int:
+    from learn.autopsy import autopsy
+    from learn.checkpoint import resolve_checkpoint
+
+    rep = autopsy(resolve_checkpoint(args.policy), args.dataset, task=args.task,
+                  episodes=at_least(args.episodes, "--episodes"), seed=seed(args.seed))
+    emit(args, rep.to_dict(), rep.render_text())
+    return rep.exit_code
+
+
+# ---- caliper demo --full ----------------------------------------------------------------------------
+FULL_DEMO = {"task": "lift-cube", "demos": 40, "worlds": 8, "policy": {"kind": "bc_mlp", "chunk_size": 10,
+                                                                     "n_action_steps": 5},
+             "steps": 2000, "eval_episodes": 32, "eval_seed": 1000}
+
+
+def full_demo(args) -> int:
+    """load -> asset doctor -> scripted demonstrations -> dataset doctor -> train a small policy ->
+    batched closed-loop eval on held-out seeds; one progress line per stage and a final verdict.
+    Everything goes under ``--out`` (default: a temporary folder, removed at the end)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from caliper_jax import progress
+    from caliper_jax.errors import CaliperError
+
+    cfg = FULL_DEMO
+    keep = args.out is not None
+    root = Path(args.out) if keep else Path(tempfile.mkdtemp(prefix="caliper-demo-"))
+    if keep and root.exists() and any(root.iterdir()):
+        raise CaliperError(f"--out {root}: already exists and is not empty")
+    report, lines = {"task": cfg["task"], "out": str(root) if keep else None, "stages": {}}, []
+    stages = report["stages"]
+    try:
+        with progress.stage("1/6 load and asset doctor"):
+            from doctors.asset import diagnose
+            from tasks.schema import find_task, load_task
+
+            task = load_task(find_task(cfg["task"]))
+            asset = diagnose(task.robot)
+        stages["asset_doctor"] = {"robot": str(task.robot),
+                                  "findings": [f.to_dict() for f in asset.findings]}
+        lines.append(f"1 asset doctor   {task.robot.name}: {len(asset.findings)} finding(s) "
+                     f"({', '.join(f.code for f in asset.findings) or 'none'})")
+
+        from tasks.demo import record_demos
+
+        ds = root / "demos"
+        bar, tick = _bar(cfg["demos"], "2/6 scripted demos", "episode")
+        with bar, runtime.writing():
+            demo = record_demos(task, cfg["demos"], ds, seed=0, num_envs=cfg["worlds"], progress=tick)
+        stages["demos"] = {"episodes": demo.episodes, "successes": demo.successes, "frames": demo.frames,
+                           "dataset": str(ds) if keep else None}
+        lines.append(f"2 scripted demos {demo.successes}/{demo.episodes} succeeded, {demo.frames} frames")
+
+        with progress.stage("3/6 dataset doctor"):
+            from doctors.dataset.doctor import diagnose as data_doctor
+
+            data_rep = data_doctor(ds, progress=False)
+        errors = [f for f in data_rep.findings if f.severity == "Error"]
+        stages["dataset_doctor"] = {"findings": [f.to_dict() for f in data_rep.findings]}
+        lines.append(f"3 dataset doctor {len(errors)} error(s), {len(data_rep.findings) - len(errors)} other "
+                     f"finding(s) ({', '.join(sorted({f.code for f in data_rep.findings})) or 'none'})")
+        if errors:
+            raise CaliperError(f"the dataset doctor found errors ({', '.join(f.code for f in errors)}): "
+                               f"not training on it")
+
+        from learn.checkpoint import dataset_fingerprint
+        from learn.config import TrainConfig, config_from_dict
+        from learn.data import load_frames, prepare
+        from learn.policies import build_policy
+        from learn.train import fit
+
+        pcfg = config_from_dict(cfg["policy"])
+        tcfg = TrainConfig(steps=cfg["steps"], eval_every=cfg["steps"], log_every=100)
+        frames = load_frames(ds)
+        split = prepare(frames, pcfg, tcfg.val_fraction, tcfg.seed)
+        policy = build_policy(pcfg, frames.layout.obs_dim, frames.layout.action_dim, seed=tcfg.seed)
+        bar = progress.bar(tcfg.steps, "4/6 train bc_mlp", unit="step")
+        with bar, runtime.writing():
+            res = fit(policy, split.train, split.val, tcfg,
+                      progress=lambda step, row: (bar.update(step - bar.n),
+                                                  bar.set_postfix(loss=f"{row['loss']:.4f}")),
+                      checkpoint_dir=root / "policy" if keep else None, fingerprint=dataset_fingerprint(ds))
+        final = res.history[-1]
+        stages["train"] = {"steps": res.steps, "loss": final["loss"], "val_loss": final.get("val_loss"),
+                           "steps_per_s": res.steps_per_s, "compile_s": res.compile_s,
+                           "checkpoint": str(res.checkpoint) if keep else None}
+        lines.append(f"4 train          bc_mlp, {res.steps} steps at {res.steps_per_s:.0f} steps/s, loss "
+                     f"{final['loss']:.4f}"
+                     + (f", val {final['val_loss']:.4f}" if "val_loss" in final else ""))
+
+        from learn.evaluate import evaluate
+
+        n = cfg["eval_episodes"]
+        bar, tick = _bar(n, "5/6 closed-loop eval", "episode")
+        with bar:
+            ev = evaluate(res.trained_policy(), task, episodes=n, seed=cfg["eval_seed"], progress=tick)
+        stages["eval"] = ev.to_dict()
+        lo, hi = ev.wilson
+        lines.append(f"5 eval           {ev.successes}/{ev.n} held-out episodes succeeded (Wilson 95% "
+                     f"[{lo:.2f}, {hi:.2f}])" + "".join(f"; {f.code}" for f in ev.findings))
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    scripted = demo.successes / demo.episodes
+    verdict = (f"6 verdict        the trained policy solves {cfg['task']} in {ev.success_rate:.0%} of "
+               f"held-out episodes (the scripted expert it learned from: {scripted:.0%})")
+    report["verdict"] = {"success_rate": ev.success_rate, "wilson95": [lo, hi],
+                         "expert_success_rate": scripted}
+    lines.append(verdict)
+    emit(args, report, "\n".join(lines))
+    return 0

@@ -1,0 +1,52 @@
+"""A trained policy with everything deploy needs: the module, its config, the feature layout it
+reads and writes, and the training split's normalisation statistics."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from learn.config import PolicyConfig
+from learn.features import FeatureLayout
+from learn.normalize import Normalizer
+
+
+@dataclass
+class TrainedPolicy:
+    model: object                  # an nnx Module meeting learn.policies.base.Policy
+    config: PolicyConfig
+    features: FeatureLayout        # what it was trained on (features.fps is the training fps)
+    normalizer: Normalizer
+    fingerprint: str | None = None  # dataset fingerprint (learn.checkpoint.dataset_fingerprint)
+
+    def chunk_fn(self):
+        """A pure JAX function (graphdef, state, obs (B, n_obs, obs_dim) raw, obs_mask (B, n_obs),
+        key) -> (B, chunk_size, action_dim) raw actions, plus its (graphdef, state) arguments: the
+        module in eval mode, split so the function can be jitted or scanned."""
+        import jax.numpy as jnp
+        from flax import nnx
+
+        self.model.eval()
+        graphdef, state = nnx.split(self.model)
+        n = self.normalizer
+
+        def fn(graphdef, state, obs, obs_mask, key):
+            model = nnx.merge(graphdef, state)
+            a = model.sample(jnp.asarray(n.obs(obs), jnp.float32), obs_mask, key)
+            return n.unaction(a)
+
+        return fn, graphdef, state
+
+    def predict_chunk(self, obs, obs_mask=None, key=None) -> np.ndarray:
+        """(B, chunk_size, action_dim) raw actions for raw windows ``obs`` (B, n_obs, obs_dim)
+        (NumPy in and out; ``obs_mask`` defaults to all True, ``key`` to PRNGKey(0))."""
+        import jax
+
+        fn, g, s = self.chunk_fn()
+        obs = np.asarray(obs, np.float32)
+        mask = np.ones(obs.shape[:2], bool) if obs_mask is None else np.asarray(obs_mask, bool)
+        key = jax.random.PRNGKey(0) if key is None else key
+        return np.asarray(jax.jit(fn, static_argnums=0)(g, s, obs, mask, key))
+
+
+__all__ = ["TrainedPolicy"]
