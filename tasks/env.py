@@ -82,24 +82,66 @@ def _cached(scene, key, make):
     return fns[key]
 
 
+class _TickIO:
+    """Column layout of the per-tick JAX call (:func:`_tick_fn`): per world one float row (the
+    model's dtype) and one int32 row in, and two such rows out, rather than thirteen arguments and
+    nine results -- each one costs dispatch time, several times more right after a MuJoCo step.
+    The gate state (:class:`caliper_jax.control.safety.SafetyState`) fills the leading columns of
+    both rows, in and out, so it stays on the host between ticks.
+
+    Floats: gate state last_q, last_qd, hold_q | action, q (nq), jaw_pos (3), jaw_rot (9), prop_pos
+    (3P); out: gate state | gated target (nq). Ints: gate state idle, holding, estop | fresh, held;
+    out: gate state | gate flags, held."""
+
+    STATE_F = ("last_q", "last_qd", "hold_q")
+    STATE_I = ("idle", "holding", "estop")
+
+    def __init__(self, L: S.EnvLayout, nv: int):
+        widths = (("last_q", L.nq), ("last_qd", nv), ("hold_q", L.nq), ("action", L.nq), ("q", L.nq),
+                  ("jaw_pos", 3), ("jaw_rot", 9), ("prop_pos", 3 * L.nprop))
+        self.f, at = {}, 0
+        for name, n in widths:
+            self.f[name], at = slice(at, at + n), at + n
+        self.nf = at
+        self.nstate_f = self.f["hold_q"].stop                     # gate state columns, in and out
+        self.target = slice(self.nstate_f, self.nstate_f + L.nq)  # out
+        self.i = {name: k for k, name in enumerate(self.STATE_I + ("fresh", "held"))}
+        self.ni = len(self.i)
+        self.nstate_i = len(self.STATE_I)
+        self.flags, self.held = self.nstate_i, self.nstate_i + 1   # out
+
+
 def _tick_fn(L: S.EnvLayout, safety, model):
-    """jit(vmap) of the host-free part of a tick, for all worlds: (gate state, fresh (W,), target
-    (W, nq), q (W, nq), held (W,), jaw_pos (W, 3), jaw_rot (W, 3, 3), prop_pos (W, P, 3)) ->
-    (gated targets (W, nq), gate state, gate flags (W,), held (W,)). A fresh world's gate state
-    restarts from its measured position ``q`` first; the grasp rule sees the gated gripper target."""
+    """jit(vmap) of the host-free part of a tick, for all worlds, on :class:`_TickIO` rows: (floats
+    (W, nf), ints (W, ni)) -> (floats (W, nstate_f + nq), ints (W, nstate_i + 2)): the gate state
+    after the tick, the gated targets, the gate flags and the held prop. A fresh world's gate state
+    restarts from its measured position ``q`` first; the grasp rule sees the gated gripper target
+    and the state the tick starts from."""
     import jax
     import jax.numpy as jnp
 
-    from caliper_jax.control.safety import gate, init_safety, setpoint
+    from caliper_jax.control.safety import SafetyState, gate, init_safety, setpoint
 
-    def one(state, fresh, target, q, held, jaw_pos, jaw_rot, prop_pos):
+    io = _TickIO(L, model.nv)
+    f, i = io.f, io.i
+
+    def one(x, k):
+        q = x[f["q"]]
+        state = SafetyState(**{name: x[f[name]] for name in io.STATE_F}, idle=k[i["idle"]],
+                            holding=k[i["holding"]] != 0, estop=k[i["estop"]] != 0)
+        fresh = k[i["fresh"]] != 0
         state = jax.tree_util.tree_map(lambda old, new: jnp.where(fresh, new, old), state,
                                        init_safety(q, model.nv))
-        cmd, state, warn = gate(safety, state, setpoint(target), q, "position")
+        cmd, state, warn = gate(safety, state, setpoint(x[f["action"]]), q, "position")
+        held = k[i["held"]]
         if L.nprop:
-            candidates = S.grasp_candidates(L, jnp, jaw_pos, jaw_rot, prop_pos)
+            candidates = S.grasp_candidates(L, jnp, x[f["jaw_pos"]], x[f["jaw_rot"]].reshape(3, 3),
+                                            x[f["prop_pos"]].reshape(L.nprop, 3))
             held = S.grasp_update(jnp, held, S.closing(L, cmd.q), candidates)
-        return cmd.q, state, warn.flags, held
+        floats = jnp.concatenate([getattr(state, name) for name in io.STATE_F] + [cmd.q])
+        ints = jnp.stack([getattr(state, name).astype(jnp.int32) for name in io.STATE_I]
+                         + [warn.flags.astype(jnp.int32), held.astype(jnp.int32)])
+        return floats, ints
 
     return jax.jit(jax.vmap(one))
 
@@ -217,6 +259,10 @@ class VecEnv(EnvShapes):
             "body_mass", "body_inertia", "geom_friction", "dof_damping", "actuator_gainprm",
             "actuator_biasprm", "eq_data")}
         self._nominal["opt.gravity"] = np.array(mj.opt.gravity)
+        # the NumPy twin of the success predicate, built once: (W, P, 3) float64 arrays -> (W,) bool
+        from tasks.predicates import evaluator_np
+
+        self._success_np = None if self.task.success is None else evaluator_np(self.task.success, names)
 
     def _open_batch(self, nthread) -> None:
         """The MuJoCo batch and its live views: state rows (writable) and outputs (refreshed by
@@ -236,17 +282,23 @@ class VecEnv(EnvShapes):
         self._bad_counts = b.warning[:, bad:bad + 3, 1]
 
     def _jit_functions(self, model) -> None:
-        import jax
         import jax.numpy as jnp
 
         from caliper_jax.control.safety import init_safety, safety_params
 
         L, W, scene = self.layout, self.num_envs, self.task_scene.scene
-        self._dtype = np.dtype(model.dtype)
         self._tick_jit = _cached(scene, ("tick", L.fps, L.grasp_margin),
                                  lambda: _tick_fn(L, safety_params(model, 1.0 / L.fps), model))
-        self._gate_state = jax.vmap(lambda q: init_safety(q, model.nv))(
-            jnp.asarray(np.broadcast_to(self._q0, (W, L.nq)), model.dtype))
+        # the tick call's input rows (_TickIO), gate state included, starting from q0
+        self._io = io = _TickIO(L, model.nv)
+        self._tick_f = np.zeros((W, io.nf), np.dtype(model.dtype))
+        self._tick_i = np.zeros((W, io.ni), np.int32)
+        state = init_safety(jnp.asarray(np.broadcast_to(self._q0, (W, L.nq)), model.dtype), model.nv)
+        for name in io.STATE_F:
+            self._tick_f[:, io.f[name]] = np.asarray(getattr(state, name))
+        for name in io.STATE_I:
+            self._tick_i[:, io.i[name]] = np.asarray(getattr(state, name))
+        self._ctrl_cols = io.target.start + np.asarray(self._lay.ctrl_to_q)
         P = L.nprop
         shapes = {"prop_xy": (P, 2), "prop_yaw": (P,), "prop_mass": (P,), "prop_friction": (P,),
                   "damping": (L.nv,), "gain": (self._mj.nu,), "gravity": ()}
@@ -257,15 +309,20 @@ class VecEnv(EnvShapes):
 
     # ---- episode starts -------------------------------------------------------------------------
     def _redraw(self, ids: np.ndarray) -> None:
-        """New draws for the episodes starting in worlds ``ids`` (one fixed-shape jitted call)."""
+        """New draws for the episodes starting in worlds ``ids`` (one fixed-shape jitted call). The
+        arrays are replaced, never changed, and read-only, so ``info["randomization"]`` hands them
+        out without a copy per tick (as the MJX engine's, they cannot be written)."""
         if self._draw is None:
             return
         new = self._draw(self._key, self._worlds, self._episode)
         for k, v in new.items():
             if k in self._draws:
-                self._draws[k][ids] = np.asarray(v)[ids]
+                rows = self._draws[k].copy()
+                rows[ids] = np.asarray(v)[ids]
             else:
-                self._draws[k] = np.array(v)
+                rows = np.array(v)
+            rows.flags.writeable = False
+            self._draws[k] = rows
 
     def _row(self, name: str) -> np.ndarray:
         """(W, ...) per-world values of MjModel field ``name`` (expanded on first use)."""
@@ -327,7 +384,7 @@ class VecEnv(EnvShapes):
         self._success[ids] = False
         self._tick[ids] = 0
         self._return[ids] = 0.0
-        self._fresh[ids] = True
+        self._fresh[ids] = 1
 
     def _start_streams(self) -> None:
         import jax
@@ -336,11 +393,13 @@ class VecEnv(EnvShapes):
         self._key = jax.random.PRNGKey(self._seed)
         self._episode = np.zeros(W, np.int32)
         self._pos0 = np.zeros((W, self.layout.nprop, 3))
-        self._held = np.full(W, -1, np.int32)
+        self._held = self._tick_i[:, self._io.i["held"]]        # views of the tick call's int rows
+        self._held[:] = -1
+        self._fresh = self._tick_i[:, self._io.i["fresh"]]
+        self._fresh[:] = 1
         self._success = np.zeros(W, bool)
         self._tick = np.zeros(W, np.int32)
         self._return = np.zeros(W, np.float64)
-        self._fresh = np.ones(W, bool)
         self._draws = {}
         self._started = True
 
@@ -404,19 +463,21 @@ class VecEnv(EnvShapes):
             rows[:, 6:10] = rel_quat / np.linalg.norm(rel_quat, axis=-1, keepdims=True)
             self._row("eq_data")[took, eq] = rows
             eq_active[took, eq] = 1.0
-        self._held = held
+        self._held[:] = held
 
     def _physics(self) -> np.ndarray:
         """Advance every world one control tick -> (W,) bool: worlds MuJoCo failed or reset (a
         bad qpos / qvel / qacc warning: MuJoCo then restarts that world from its defaults)."""
         before = self._bad_state_warnings()
-        failed = np.zeros(self.num_envs, bool)
+        raised = None
         try:
             self._batch.step(nstep=self.layout.substeps, stage=self._stage_pos)
         except self._SimulationError as exc:          # those worlds kept their state; the others ran
-            failed[exc.ids] = True
-        failed |= self._bad_state_warnings() > before
+            raised = exc.ids
+        failed = self._bad_state_warnings() > before
         failed |= ~np.isfinite(self._v["qvel"]).all(axis=1)
+        if raised is not None:
+            failed[raised] = True
         return failed
 
     def _bad_state_warnings(self) -> np.ndarray:
@@ -430,7 +491,7 @@ class VecEnv(EnvShapes):
             raise CaliperError(f"action: expected a numeric array of shape ({W}, {nq}) (num_envs, joint "
                                f"position targets of {', '.join(self.task_scene.model.joint_names)}), got "
                                f"{action.dtype} {action.shape}")
-        return action.astype(self._dtype)
+        return action
 
     def step(self, action):
         """One control tick of every world -> (obs (W, obs_dim) float32, reward (W,) float32,
@@ -439,15 +500,20 @@ class VecEnv(EnvShapes):
         self._check_open()
         if not self._started:
             raise CaliperError("step() before reset(): call reset() first")
-        action = self._check_action(action)
-        s, f = self._state, self._dtype
-        target, self._gate_state, flags, held = self._tick_jit(
-            self._gate_state, self._fresh, action, s["q"].astype(f), self._held, s["jaw_pos"].astype(f),
-            s["jaw_rot"].astype(f), s["pos"].astype(f))
-        target, flags, held = np.asarray(target, np.float64), np.asarray(flags), np.array(held)
-        self._fresh[:] = False
-        self._weld(s, held)
-        self._v["ctrl"][:] = target[:, self._lay.ctrl_to_q]
+        s, io, x, W = self._state, self._io, self._tick_f, self.num_envs
+        x[:, io.f["action"]] = self._check_action(action)
+        x[:, io.f["q"]] = s["q"]
+        x[:, io.f["jaw_pos"]] = s["jaw_pos"]
+        x[:, io.f["jaw_rot"]] = s["jaw_rot"].reshape(W, 9)
+        x[:, io.f["prop_pos"]] = s["pos"].reshape(W, 3 * self.layout.nprop)
+        floats, ints = self._tick_jit(x, self._tick_i)
+        floats, ints = np.asarray(floats), np.asarray(ints)
+        x[:, :io.nstate_f] = floats[:, :io.nstate_f]                  # the new gate state
+        self._tick_i[:, :io.nstate_i] = ints[:, :io.nstate_i]
+        flags = ints[:, io.flags]
+        self._fresh[:] = 0
+        self._weld(s, ints[:, io.held])
+        self._v["ctrl"][:] = floats[:, self._ctrl_cols]
         unstable = self._physics()
         obs, s = self._observe()
         fired = self._evaluate(s) & ~unstable & ~self._success
@@ -472,17 +538,14 @@ class VecEnv(EnvShapes):
 
     def _evaluate(self, s: dict) -> np.ndarray:
         """(W,) bool: the task's success predicate holds now."""
-        if self.task.success is None:
+        if self._success_np is None:
             return np.zeros(self.num_envs, bool)
-        from tasks.predicates import evaluate_np
-
-        now = evaluate_np(self.task.success, self.layout.prop_names, s["pos"], self._pos0, s["vel"])
-        return np.asarray(now, bool).reshape(self.num_envs)
+        return self._success_np(s["pos"], self._pos0, s["vel"])
 
     def _info(self, final_success, flags) -> dict:
         return {"success": self._success.copy(), "final_success": final_success, "held": self._held.copy(),
                 "gate_flags": np.asarray(flags, np.int32),
-                "randomization": {k: v.copy() for k, v in self._draws.items()},
+                "randomization": dict(self._draws),
                 "episode": {"index": self._episode.copy(), "tick": self._tick.copy(),
                             "return": self._return.copy()}}
 

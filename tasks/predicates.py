@@ -91,12 +91,20 @@ def _floats(x, xp):
     return a if xp.issubdtype(a.dtype, xp.floating) else xp.asarray(x, dtype=float)
 
 
+def evaluator_np(pred: Predicate, prop_names):
+    """The NumPy twin, built once: ``fn(pos, pos0, vel=None) -> bool array (...)`` (for a host loop
+    that evaluates every tick; :func:`evaluate_np` builds it per call)."""
+    fn = _build(pred, prop_names, np)
+
+    def evaluate(pos, pos0, vel=None):
+        return fn(_floats(pos, np), _floats(pos0, np), None if vel is None else _floats(vel, np))
+    return evaluate
+
+
 def evaluate_np(pred: Predicate, prop_names, pos, pos0, vel=None):
     """The NumPy twin: the verdict for one state (a bool), or a bool array over leading batch
     dimensions. Lists become float64; float32 arrays compare in float32 (as the JAX twin does)."""
-    fn = _build(pred, prop_names, np)
-    vel = None if vel is None else _floats(vel, np)
-    out = fn(_floats(pos, np), _floats(pos0, np), vel)
+    out = evaluator_np(pred, prop_names)(pos, pos0, vel)
     return bool(out) if np.ndim(out) == 0 else np.asarray(out, dtype=bool)
 
 
@@ -161,4 +169,5 @@ def zone_pairs(pred: Predicate) -> list[tuple[str, Zone]]:
     return list(dict.fromkeys(pairs))
 
 
-__all__ = ["describe", "evaluate_np", "evaluator", "latch", "needs_velocity", "props_of", "zone_pairs"]
+__all__ = ["describe", "evaluate_np", "evaluator", "evaluator_np", "latch", "needs_velocity", "props_of",
+           "zone_pairs"]
