@@ -91,6 +91,8 @@ def test_a_five_step_policy_is_judged_worse_than_the_expert(run_dir):
       '{"chunk_size": 2, "n_action_steps": 5}'),
      "n_action_steps (5) > chunk_size (2)"),
     (("learn", "train", "{tmp}/nowhere", "--out", "{tmp}/r"), "nowhere"),
+    (("learn", "train", "{demos}", "--out", "{tmp}/r", "--steps", "1000000000"), "over the limit"),
+    (("learn", "eval", "scripted", "--task", "lift-cube", "--episodes", "100000000"), "over the limit"),
     (("learn", "eval", "{tmp}/nowhere", "--task", "lift-cube"), "nowhere"),
     (("learn", "eval", "scripted", "--task", "lift-cub"), "lift-cub"),
 ])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from caliper_jax.cli import runtime
-from caliper_jax.cli.common import at_least, emit, seed
+from caliper_jax.cli.common import at_least, budget, emit, seed
 
 POLICY_KINDS = ("bc_mlp", "act", "diffusion")
 
@@ -161,6 +161,8 @@ def cmd_train(args) -> int:
     if args.policy == "diffusion":
         overrides.setdefault("ema_decay", 0.995)
     train_cfg = train_config_from_dict({**config_to_dict(TrainConfig()), **overrides}, "--train-config")
+    budget(train_cfg.steps, "--steps (optimiser updates)")
+    budget(train_cfg.batch_size, "--batch-size", "batch")
     from learn.checkpoint import dataset_fingerprint
 
     frames = load_frames(args.dataset)
@@ -237,8 +239,8 @@ def cmd_eval(args) -> int:
     from tasks.schema import find_task, load_task
 
     task = load_task(find_task(args.task))
-    episodes = at_least(args.episodes, "--episodes")
-    worlds = None if args.worlds is None else at_least(args.worlds, "--worlds")
+    episodes = budget(at_least(args.episodes, "--episodes"), "--episodes", "batch")
+    worlds = None if args.worlds is None else budget(at_least(args.worlds, "--worlds"), "--worlds", "batch")
     policy = load_policy(args.policy)
     bar, tick = _bar(episodes, f"eval {task.name}", "episode")
     with bar:
