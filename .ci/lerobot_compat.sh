@@ -12,8 +12,16 @@ trap 'rm -f "$pins"' EXIT
 printf 'torch==2.14.1\ntorchvision==0.29.1\n' > "$pins"
 pip_install() { "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-warn-conflicts -c "$pins" "$@"; }
 
+# lerobot decodes video with torchcodec, which loads FFmpeg's shared libraries (Debian's ffmpeg);
+# without them the video tests skip and say why.
+if ! command -v ffmpeg >/dev/null && command -v apt-get >/dev/null; then
+  (apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null 2>&1 \
+    || (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null 2>&1)) \
+    || echo "lerobot_compat: could not install ffmpeg; lerobot's video decode tests will skip"
+fi
+
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-if ! "$VENV/bin/python" -c "import lerobot, torch, datasets, accelerate, av, pytest, imageio, serial, deepdiff, caliper_jax" 2>/dev/null \
+if ! "$VENV/bin/python" -c "import lerobot, torch, torchcodec, datasets, accelerate, av, pytest, imageio, serial, deepdiff, caliper_jax" 2>/dev/null \
    || [ "$("$VENV/bin/python" -c 'import lerobot; print(lerobot.__version__)')" != "$LEROBOT" ]; then
   pip_install torch==2.14.1 torchvision==0.29.1
   pip_install --no-deps "lerobot==$LEROBOT"
@@ -21,6 +29,8 @@ if ! "$VENV/bin/python" -c "import lerobot, torch, datasets, accelerate, av, pyt
   pip_install 'datasets<5' 'huggingface-hub<0.36' 'pandas<3' pyarrow numpy pillow 'av>=15,<16' \
     accelerate jsonlines 'draccus==0.10.0' einops 'packaging>=24.2,<26' pytest \
     imageio pyserial deepdiff  # what lerobot's ACT training imports (benchmarks/bench_learn.py)
+  # lerobot 0.4.4 pins torchcodec<0.11, built for older torch; 0.17 is the release for torch 2.14
+  pip_install --no-deps torchcodec==0.17.0
   pip_install --no-deps -e .
 fi
 

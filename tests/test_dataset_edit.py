@@ -118,13 +118,12 @@ def test_tags_sidecar(ds):
 
 def test_edit_refuses_video_datasets(tmp_path):
     root = tmp_path / "v"
-    feats = {"action": {"dtype": "float32", "shape": [2]}, "cam": {"dtype": "video", "shape": [4, 4, 3]}}
-    mp4 = tmp_path / "ep.mp4"
-    mp4.write_bytes(b"\x00\x00\x00\x18ftypisom")
+    pytest.importorskip("av", reason="PyAV encodes the video feature")
+    feats = {"action": {"dtype": "float32", "shape": [2]}, "cam": {"dtype": "video", "shape": [32, 32, 3]}}
     with LeRobotWriter(root, 10, feats) as w:
         for ep in range(2):
-            w.add_frames({"action": np.ones((3, 2)) * ep, "cam": np.zeros((3, 4, 4, 3), np.uint8)})
-            w.save_episode(task="t", videos={"cam": mp4})
-    assert (root / "videos/cam/chunk-000/file-001.mp4").read_bytes() == mp4.read_bytes()
+            w.add_frames({"action": np.ones((3, 2)) * ep, "cam": np.zeros((3, 32, 32, 3), np.uint8)})
+            w.save_episode(task="t")
+    assert [p.name for p in (root / "videos/cam/chunk-000").iterdir()] == ["file-000.mp4"]
     with pytest.raises(CaliperError, match="video features is not supported"):
         delete_episodes(root, [0])

@@ -112,6 +112,8 @@ CASES: dict[str, Case] = {
     "data merge": Case(("data", "merge", "{ds}", "--first", "0", "--second", "1")),
     "data tag": Case(("data", "tag", "{ds}", "--episode", "1", "--add", "good,retry"), ("tags",)),
     "data recover": Case(("data", "recover", "{ds}")),
+    "data coverage": Case(("data", "coverage", "{tmp}/narrow", "--out", "{tmp}/cov", "--episodes", "1",
+                           "--no-collision"), ("findings_before", "findings_after")),
     "task list": Case(("task", "list")),
     "task show": Case(("task", "show", "sort-blocks")),
     "task check": Case(("task", "check", "lift-cube", "--no-sim")),
@@ -154,6 +156,15 @@ def _prepare(label: str, tmp: Path) -> None:
         from caliper_jax.dataset.synthetic import write_synthetic
 
         write_synthetic(tmp / "ds", episodes=4, length=20)
+    if label == "data coverage":                       # a gripper_arm dataset: a real registry robot
+        from caliper_jax.dataset import LeRobotWriter
+
+        spec = {"dtype": "float32", "shape": [3], "names": ["j1", "j2", "gripper"]}
+        q = np.linspace([-0.3, -0.2, 0.01], [0.3, 0.25, 0.018], 21, dtype=np.float32)
+        with LeRobotWriter(tmp / "narrow", 30, {"observation.state": spec, "action": spec},
+                           robot_type="gripper_arm") as w:
+            w.add_frames({"observation.state": q[:-1], "action": q[1:]})
+            w.save_episode(task="narrow")
 
 
 _LEARN_ASSETS: list = []

@@ -1,4 +1,4 @@
-"""``caliper data info|doctor|delete|split|merge|tag|recover DATASET [--json]``."""
+"""``caliper data info|doctor|delete|split|merge|tag|recover|coverage DATASET [--json]``."""
 
 from __future__ import annotations
 
@@ -42,6 +42,16 @@ def register(subparsers) -> None:
     p.add_argument("--remove", default="", help="comma-separated tags to remove")
     p.add_argument("--clear", action="store_true")
     add("recover", recover, "finish or discard a write interrupted by a crash")
+    p = add("coverage", coverage, "plan new episodes into the emptiest joint bins (D007) as a new dataset")
+    p.add_argument("--out", required=True, help="root of the new dataset (must not exist, or be empty)")
+    p.add_argument("--robot", default=None,
+                   help="registry name or URDF/MJCF path (default: info.json robot_type)")
+    p.add_argument("--episodes", type=int, default=40, help="new episodes to plan (default 40)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the goal draws")
+    p.add_argument("--plot", default=None, metavar="PNG", help="write a before/after occupancy heat map")
+    p.add_argument("--no-collision", action="store_true",
+                   help="skip the self-collision check of the planned frames")
+    p.add_argument("--progress", action="store_true", default=None, help="show a progress bar even off a TTY")
 
 
 def _emit(args, report: dict, text: str) -> int:
@@ -135,3 +145,19 @@ def tag(args) -> int:
 def recover(args) -> int:
     done = atomic.recover(args.dataset)
     return _emit(args, done, ", ".join(f"{k}={v}" for k, v in done.items()))
+
+
+def coverage(args) -> int:
+    from tasks.coverage import generate_coverage
+
+    seed(args.seed)
+    if args.episodes < 1:
+        raise CaliperError(f"--episodes must be >= 1, got {args.episodes}")
+    report = generate_coverage(args.dataset, args.out, robot=args.robot, episodes=args.episodes,
+                               seed=args.seed, progress=args.progress, collision=not args.no_collision)
+    result = report.to_dict()
+    text = report.text()
+    if args.plot:
+        result["plot"] = str(report.plot(args.plot))
+        text += f"\n  heat map: {result['plot']}"
+    return _emit(args, result, text)

@@ -1,7 +1,11 @@
-"""Optional MP4 support through PyAV: encode an episode's frames, probe stream info, decode frames.
+"""MP4 video features as lerobot 0.4.4 writes them, through PyAV (imported only when used).
 
-PyAV is imported only when a video feature is used; without it the writer needs caller-supplied
-MP4s and the reader / doctor cannot decode (they say so).
+Encoding: libsvtav1, yuv420p, GOP 2 (a keyframe every second frame), crf 30, preset 12, stream rate
+fps and frame k at PTS k/fps (the MP4 muxer stores it as k * 2^m in a 1/(fps * 2^m) time base).
+Episodes share a file by stream copy (no re-encode): each episode's packets follow the previous
+ones, shifted by the file's duration so far, and the episode's ``from_timestamp`` is that shift.
+Decoding seeks to the keyframe at or before ``from_timestamp`` and decodes forward, choosing each
+frame by its PTS within lerobot's tolerance (``TOLERANCE_S`` = 1e-4 s).
 """
 
 from __future__ import annotations
@@ -13,7 +17,16 @@ import numpy as np
 
 from caliper_jax.errors import CaliperError
 
-CODECS = ("libsvtav1", "libx264", "h264", "mpeg4")
+CODEC = "libsvtav1"
+PIX_FMT = "yuv420p"
+GOP = 2
+CRF = 30
+PRESET = 12
+TOLERANCE_S = 1e-4
+# SVT-AV1 (the FFmpeg build in PyAV 15) dies with SIGFPE/SIGSEGV on frames narrower than 25 px or
+# very wide and flat; 32 px per side is the smallest size measured safe at every aspect ratio.
+MIN_SIDE = 32
+MAX_SIDE = 16384
 
 
 def have_pyav() -> bool:
@@ -29,78 +42,192 @@ def _av():
         import av
     except ImportError:
         raise CaliperError(
-            'video features need PyAV (pip install "caliper-jax[video]") or caller-supplied MP4s '
-            "(save_episode(videos={key: path}))"
+            'video features need PyAV: pip install "caliper-jax[video]" (or pass caller-encoded MP4s '
+            "with save_episode(videos={key: path}); they are then kept one file per episode)"
         ) from None
     return av
 
 
+def check_size(height: int, width: int, where: str) -> None:
+    """Raise CaliperError unless libsvtav1 can encode frames of ``height`` x ``width`` pixels."""
+    if not (MIN_SIDE <= height <= MAX_SIDE and MIN_SIDE <= width <= MAX_SIDE):
+        raise CaliperError(
+            f"{where}: video frames of {height}x{width} px cannot be encoded with {CODEC} (lerobot's codec); "
+            f"height and width must be {MIN_SIDE}..{MAX_SIDE} (declare smaller cameras as dtype 'image')"
+        )
+
+
 def encode(frames: list[np.ndarray], path: Path, fps: int) -> None:
-    """Encode uint8 HxWx3 frames as yuv420p MP4 with PTS k/fps (lerobot's g=2, crf=30 settings)."""
+    """Encode uint8 (H, W, 3) RGB frames to one MP4 with lerobot's codec settings; frame k at PTS k/fps."""
     av = _av()
-    codec = next((c for c in CODECS if c in av.codecs_available), None)
-    if codec is None:
-        raise CaliperError("PyAV has no usable video encoder (tried " + ", ".join(CODECS) + ")")
-    options = {"g": "2", "crf": "30"} if codec in ("libsvtav1", "libx264") else {}
+    if CODEC not in av.codecs_available:
+        raise CaliperError(f"this PyAV build lacks the {CODEC} encoder that lerobot datasets use")
     h, w = frames[0].shape[:2]
+    check_size(h, w, str(path))
+    options = {"g": str(GOP), "crf": str(CRF), "preset": str(PRESET)}
     with av.open(str(path), "w", format="mp4") as out:
-        stream = out.add_stream(codec, rate=fps, options=options)
-        stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
+        stream = out.add_stream(CODEC, rate=fps, options=options)
+        stream.width, stream.height, stream.pix_fmt = w, h, PIX_FMT
         stream.time_base = Fraction(1, fps)
         for k, pixels in enumerate(frames):
-            frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(pixels), format="rgb24")
             frame.pts = k
             out.mux(stream.encode(frame))
         out.mux(stream.encode())
 
 
+
+def probe(path: Path) -> dict:
+    """{frames, duration_s, width, height, codec, pix_fmt, fps, time_base} of the first video stream."""
+    av = _av()
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise CaliperError(f"{path}: no video stream")
+            s = container.streams.video[0]
+            if s.duration is not None:
+                duration = Fraction(s.duration) * s.time_base
+            else:
+                duration = Fraction(container.duration or 0, av.time_base)
+            return {
+                "frames": int(s.frames),
+                "duration": duration,
+                "duration_s": float(duration),
+                "width": s.width,
+                "height": s.height,
+                "codec": s.codec_context.codec.canonical_name,
+                "pix_fmt": s.pix_fmt,
+                "fps": int(s.base_rate) if s.base_rate else None,
+                "time_base": s.time_base,
+                "has_audio": bool(container.streams.audio),
+            }
+    except av.error.FFmpegError as exc:
+        raise CaliperError(f"{path}: not a readable MP4: {exc}") from None
+
+
 def stream_info(path: Path, feature: dict, fps: int) -> dict:
-    """The info block lerobot keeps for a video feature; probed with PyAV when available."""
+    """The ``features[key]["info"]`` block lerobot keeps for a video (probed when PyAV is present)."""
     h, w, c = feature["shape"]
     info = {
         "video.height": h,
         "video.width": w,
         "video.codec": None,
-        "video.pix_fmt": "yuv420p",
+        "video.pix_fmt": PIX_FMT,
         "video.is_depth_map": False,
         "video.fps": fps,
         "video.channels": c,
         "has_audio": False,
     }
-    try:
-        import av
-    except ImportError:
+    if not have_pyav():
         return info
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        info.update(
-            {
-                "video.height": stream.height,
-                "video.width": stream.width,
-                "video.codec": stream.codec_context.codec.canonical_name,
-                "video.pix_fmt": stream.pix_fmt,
-                "has_audio": bool(container.streams.audio),
-            }
-        )
+    p = probe(path)
+    info.update(
+        {
+            "video.height": p["height"],
+            "video.width": p["width"],
+            "video.codec": p["codec"],
+            "video.pix_fmt": p["pix_fmt"],
+            "video.fps": p["fps"] or fps,
+            "has_audio": p["has_audio"],
+        }
+    )
     return info
 
 
-def decode(path: Path, start_s: float, count: int, fps: int) -> np.ndarray:
-    """Decode ``count`` frames starting at ``start_s`` seconds: uint8 (count, H, W, 3)."""
+def concatenate(paths: list[Path], out_path: Path) -> list[tuple[float, float]]:
+    """Stream-copy the MP4s ``paths`` into one file; return each input's (from_s, to_s) in it.
+
+    Every input's packets are shifted by the summed durations of the inputs before it (what
+    FFmpeg's concat demuxer, used by lerobot, does); the moov atom goes first (faststart).
+    """
     av = _av()
-    frames = []
+    spans = []
+    try:
+        with av.open(str(out_path), "w", format="mp4", options={"movflags": "faststart"}) as out:
+            ostream, offset = None, Fraction(0)
+            for path in paths:
+                with av.open(str(path)) as src:
+                    istream = src.streams.video[0]
+                    if ostream is None:
+                        ostream = _stream_like(out, istream)
+                    tb_in, tb_out = istream.time_base, ostream.time_base
+                    duration = Fraction(istream.duration or 0) * tb_in
+                    shift = round(offset / tb_out)
+                    for packet in src.demux(istream):
+                        if packet.dts is None:  # demuxer flush packet
+                            continue
+                        for field in ("pts", "dts", "duration"):
+                            value = getattr(packet, field)
+                            if value is not None:
+                                scaled = round(Fraction(value) * tb_in / tb_out)
+                                setattr(packet, field, scaled + (shift if field != "duration" else 0))
+                        packet.stream = ostream
+                        out.mux(packet)
+                spans.append((float(offset), float(offset + duration)))
+                offset += duration
+    except av.error.FFmpegError as exc:
+        raise CaliperError(f"{out_path}: concatenating {len(paths)} episode videos failed: {exc}") from None
+    return spans
+
+
+def _stream_like(out, istream):
+    if hasattr(out, "add_stream_from_template"):  # PyAV >= 14
+        ostream = out.add_stream_from_template(template=istream, opaque=True)
+    else:  # pragma: no cover - PyAV 12/13
+        ostream = out.add_stream(template=istream)
+    ostream.time_base = istream.time_base
+    return ostream
+
+
+def decode(
+    path: Path,
+    start_s: float,
+    count: int,
+    fps: int,
+    tolerance_s: float = TOLERANCE_S,
+    trace: list | None = None,
+) -> np.ndarray:
+    """Frames at ``start_s + k / fps`` for k < ``count``: uint8 (count, H, W, 3).
+
+    Seeks to the keyframe at or before ``start_s`` and decodes forward; each decoded frame goes to
+    the slot its PTS names, within ``tolerance_s``. ``trace``, if given, receives the PTS (seconds)
+    of every frame decoded, for tests and benchmarks.
+    """
+    av = _av()
+    frames: list = [None] * count
+    filled = 0
     try:
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
+            tb = stream.time_base
+            container.seek(max(0, int(Fraction(start_s) / tb)), stream=stream, backward=True)
             for frame in container.decode(stream):
-                t = float(frame.pts * stream.time_base) if frame.pts is not None else len(frames) / fps
-                if t + 0.5 / fps < start_s:
+                if frame.pts is None:
+                    raise CaliperError(f"{path}: a decoded frame has no PTS")
+                t = float(frame.pts * tb)
+                if trace is not None:
+                    trace.append(t)
+                k = round((t - start_s) * fps)
+                if k < 0:
                     continue
-                frames.append(frame.to_ndarray(format="rgb24"))
-                if len(frames) == count:
+                if k >= count:
+                    break
+                if abs(t - (start_s + k / fps)) >= tolerance_s:
+                    raise CaliperError(
+                        f"{path}: frame at {t:.6f}s is {abs(t - start_s - k / fps):.2e}s off the "
+                        f"{fps} fps grid from {start_s:.6f}s (tolerance {tolerance_s}s)"
+                    )
+                if frames[k] is None:
+                    filled += 1
+                frames[k] = frame.to_ndarray(format="rgb24")
+                if filled == count:
                     break
     except av.error.FFmpegError as exc:
         raise CaliperError(f"{path}: undecodable video: {exc}") from None
-    if len(frames) != count:
-        raise CaliperError(f"{path}: holds {len(frames)} frames from {start_s:.3f}s, expected {count}")
+    if filled != count:
+        missing = [k for k, f in enumerate(frames) if f is None]
+        raise CaliperError(
+            f"{path}: holds {filled} of the {count} frames from {start_s:.6f}s "
+            f"(first missing: frame {missing[0]} at {start_s + missing[0] / fps:.6f}s)"
+        )
     return np.stack(frames)

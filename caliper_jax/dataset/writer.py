@@ -5,8 +5,11 @@ file, plus tasks, stats and info, in one ``Transaction`` -- so a process killed 
 leaves every saved episode loadable (by us and by lerobot) and no half-written file under a name
 a loader reads. ``close()`` then compacts this session's per-episode files into lerobot's
 size-based files (new file when current_MB + avg_MB_per_frame * frames >= limit), again in one
-transaction. Reopening an existing dataset appends; the new session starts at the next file, as
-lerobot does on resume. No wall-clock value is written anywhere.
+transaction. Video features follow the same pattern: each episode is encoded to its own MP4
+(``from_timestamp`` 0), and ``close()`` concatenates the session's MP4s by stream copy into files of
+at most ``video_files_size_in_mb``, rewriting from/to timestamps (see ``video``). Reopening an
+existing dataset appends; the new session starts at the next file, as lerobot does on resume. No
+wall-clock value is written anywhere.
 """
 
 from __future__ import annotations
@@ -312,19 +315,27 @@ class LeRobotWriter:
         return pa.Table.from_arrays(arrays, schema=schema)
 
     def _stage_videos(self, txn: Transaction, n: int, supplied: dict) -> dict:
+        """Encode (or take) each video feature's MP4 for this episode as its own file; its columns."""
         unknown = [k for k in supplied if k not in fmt.video_keys(self._user)]
         if unknown:
             raise CaliperError(f"save_episode: videos= names undeclared video features {unknown}")
+        keys = fmt.video_keys(self._user)
+        for key in keys:  # check everything before the first byte is staged
+            if key in supplied:
+                self._check_supplied(key, Path(supplied[key]), n)
+            else:
+                h, w, _ = self._user[key]["shape"]
+                video.check_size(h, w, f"save_episode: video feature {key!r}")
         cols = {}
         size = int(self.info["chunks_size"])
-        for key in fmt.video_keys(self._user):
+        for key in keys:
             chunk, file = self._next_video[key]
-            rel = fmt.chunk_file_path(fmt.VIDEO_PATH, chunk, file, video_key=key)
-            tmp = txn.stage(rel)
+            tmp = txn.stage(self._video_rel(key, chunk, file))
             if key in supplied:
                 shutil.copyfile(supplied[key], tmp)
             else:
                 video.encode(self._frames[key], tmp, self.fps)
+            duration = video.probe(tmp)["duration_s"] if video.have_pyav() else n / self.fps
             if "info" not in self.info["features"][key]:
                 self.info["features"][key]["info"] = video.stream_info(tmp, self._user[key], self.fps)
             cols.update(
@@ -332,11 +343,32 @@ class LeRobotWriter:
                     f"videos/{key}/chunk_index": chunk,
                     f"videos/{key}/file_index": file,
                     f"videos/{key}/from_timestamp": 0.0,
-                    f"videos/{key}/to_timestamp": n / self.fps,
+                    f"videos/{key}/to_timestamp": duration,
                 }
             )
             self._next_video[key] = fmt.next_chunk_file(chunk, file, size)
         return cols
+
+    def _check_supplied(self, key: str, path: Path, n: int) -> None:
+        """A caller-encoded MP4 must hold this episode's frames at the declared size (PyAV checks it)."""
+        if not path.is_file():
+            raise CaliperError(f"save_episode: videos[{key!r}] = {path}: no such file")
+        if not video.have_pyav():
+            return
+        p = video.probe(path)
+        h, w, _ = self._user[key]["shape"]
+        info = self.info["features"][key].get("info") or {}
+        problems = []
+        if p["frames"] != n:
+            problems.append(f"{p['frames']} frames, the episode has {n}")
+        if (p["height"], p["width"]) != (h, w):
+            problems.append(f"{p['height']}x{p['width']} px, declared {h}x{w}")
+        if p["fps"] != self.fps:
+            problems.append(f"{p['fps']} fps, the dataset's is {self.fps}")
+        if info.get("video.codec") and p["codec"] != info["video.codec"]:
+            problems.append(f"codec {p['codec']}, the dataset's is {info['video.codec']}")
+        if problems:
+            raise CaliperError(f"save_episode: videos[{key!r}] = {path}: " + "; ".join(problems))
 
     def _stage_episode_rows(
         self, txn: Transaction, rows: list[dict], at: tuple[int, int], options: dict
@@ -351,6 +383,10 @@ class LeRobotWriter:
     @staticmethod
     def _meta_rel(chunk: int, file: int) -> str:
         return fmt.chunk_file_path(fmt.EPISODES_PATH, chunk, file)
+
+    @staticmethod
+    def _video_rel(key: str, chunk: int, file: int) -> str:
+        return fmt.chunk_file_path(fmt.VIDEO_PATH, chunk, file, video_key=key)
 
     # -- closing ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -393,11 +429,48 @@ class LeRobotWriter:
             row["data/chunk_index"], row["data/file_index"] = at
         writer.close()
         sink.close()
+        for key in fmt.video_keys(self._user) if video.have_pyav() else []:
+            self._compact_videos(txn, key, size)
         self._compact_meta(txn, limit, size)
         for rel in old_data + old_meta:
             txn.delete(rel)
         txn.commit()
         self._next_data = fmt.next_chunk_file(*at, size)
+
+    def _compact_videos(self, txn: Transaction, key: str, size: int) -> None:
+        """Concatenate this session's episode MP4s of ``key`` into files of at most video_files_size_in_mb.
+
+        lerobot's rule: an episode starts a new file when current_MB + episode_MB >= limit (the
+        first episode of a file always fits). Packets are stream-copied, never re-encoded.
+        """
+        limit = float(self.info["video_files_size_in_mb"]) * MB
+        chunk, file, lo, hi = (f"videos/{key}/{c}" for c in ("chunk_index", "file_index", "from_timestamp",
+                                                              "to_timestamp"))
+        old = [self._video_rel(key, r[chunk], r[file]) for r in self._session]
+        at = (self._session[0][chunk], self._session[0][file])
+        groups: list[tuple[tuple[int, int], list[tuple[dict, str]]]] = [(at, [])]
+        current = 0
+        for row, rel in zip(self._session, old, strict=True):
+            nbytes = (self.root / rel).stat().st_size
+            if groups[-1][1] and current + nbytes >= limit:
+                at = fmt.next_chunk_file(*at, size)
+                groups.append((at, []))
+                current = 0
+            groups[-1][1].append((row, rel))
+            current += nbytes
+        kept = set()
+        for where, members in groups:
+            target = self._video_rel(key, *where)
+            if len(members) == 1 and members[0][1] == target:
+                kept.add(target)  # already alone in its final file
+                continue
+            spans = video.concatenate([self.root / rel for _, rel in members], txn.stage(target))
+            for (row, _), (start, end) in zip(members, spans, strict=True):
+                row[chunk], row[file], row[lo], row[hi] = where[0], where[1], start, end
+        for rel in old:
+            if rel not in kept:
+                txn.delete(rel)
+        self._next_video[key] = fmt.next_chunk_file(*at, size)
 
     def _compact_meta(self, txn: Transaction, limit: float, size: int) -> None:
         at = (self._session[0]["meta/episodes/chunk_index"], self._session[0]["meta/episodes/file_index"])

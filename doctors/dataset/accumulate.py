@@ -43,6 +43,29 @@ class Moments:
             return self.cov / np.outer(sd, sd)
 
 
+def bin_index(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, bins: int) -> np.ndarray:
+    """Bin of every value of ``x`` (n, dims) among ``bins`` equal bins per dof between ``lo`` and
+    ``hi`` (dims,): int64 (n, dims), values outside the bounds clipped into the end bins, a dof
+    with ``hi <= lo`` all in bin 0. The one binning of D003/D007, the summaries and the coverage
+    generator (``tasks.coverage``)."""
+    width = np.where(hi > lo, hi - lo, 1.0)
+    return np.clip(((x - lo) / width * bins).astype(np.int64), 0, bins - 1)
+
+
+def bin_counts(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, bins: int) -> np.ndarray:
+    """Frames per bin (dims, bins) int64 of ``x`` (n, dims), binned as :func:`bin_index`."""
+    dims = len(lo)
+    if len(x) == 0:
+        return np.zeros((dims, bins), dtype=np.int64)
+    flat = (bin_index(x, lo, hi, bins) + np.arange(dims) * bins).ravel()
+    return np.bincount(flat, minlength=dims * bins).reshape(dims, bins)
+
+
+def occupancy(counts: np.ndarray) -> np.ndarray:
+    """Share of each dof's bins holding at least one frame (dims,), from counts (dims, bins)."""
+    return (counts > 0).mean(axis=1)
+
+
 class Histogram:
     """Per-dof counts in ``bins`` equal bins between fixed bounds, plus frames at min / at max."""
 
@@ -55,16 +78,12 @@ class Histogram:
     def update(self, x: np.ndarray) -> None:
         if len(x) == 0:
             return
-        width = np.where(self.hi > self.lo, self.hi - self.lo, 1.0)
-        idx = np.clip(((x - self.lo) / width * self.bins).astype(np.int64), 0, self.bins - 1)
-        dims = x.shape[1]
-        flat = (idx + np.arange(dims) * self.bins).ravel()
-        self.counts += np.bincount(flat, minlength=dims * self.bins).reshape(dims, self.bins)
+        self.counts += bin_counts(x, self.lo, self.hi, self.bins)
         self.at_min += (x == self.lo).sum(axis=0)
         self.at_max += (x == self.hi).sum(axis=0)
 
     def occupancy(self) -> np.ndarray:
-        return (self.counts > 0).mean(axis=1)
+        return occupancy(self.counts)
 
 
 class Reservoir:
