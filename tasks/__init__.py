@@ -23,5 +23,6 @@ _export(".env", "VecEnv")
 _export(".env_mjx", "MjxEnv")
 _export(".expert", "ScriptedExpert", "plan_demo")
 _export(".demo", "record_demos", "run_episodes")
+_export(".coverage", "CoverageReport", "generate_coverage")
 
 __all__, __getattr__, __dir__ = _lazy.all(), _lazy.getattr, _lazy.dir

@@ -47,7 +47,8 @@ STAGED = frozenset({"demo", "sim", "fk", "ik", "analyze", "calibrate", "move", "
                     "trajopt", "control", "record", "contact-sim", "contact-lint", "mjcf", "task", "learn"})
 
 
-# Commands that never import JAX (no compilation cache to set up, no JAX import to pay for).
+# Command groups that never import JAX (no compilation cache to set up, no JAX import to pay for),
+# except subcommands that set ``uses_jax`` (``data coverage``).
 JAX_FREE = frozenset({"data", "doctor"})
 
 
@@ -186,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         with runtime.one_line_warnings(), staged:
             if entry:
                 runtime.set_json(want_json)
-                if not args.no_compile_cache and args.command not in JAX_FREE:
+                uses_jax = args.command not in JAX_FREE or getattr(args, "uses_jax", False)
+                if uses_jax and not args.no_compile_cache:
                     runtime.enable_compile_cache(runtime.compile_cache_dir())
             return int(args.func(args) or 0)
     except BrokenPipeError:                 # `caliper ... | head`: the reader left; say nothing

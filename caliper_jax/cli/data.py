@@ -28,6 +28,7 @@ def register(subparsers) -> None:
     p.add_argument("--window", type=int, default=None, help="policy window in frames (enables D020)")
     p.add_argument("--seed", type=int, default=0, help="seed of the subsampling")
     p.add_argument("--progress", action="store_true", default=None, help="show a progress bar even off a TTY")
+    p.set_defaults(uses_jax=True)          # plans with JAX: gets the persistent compilation cache
     p = add("delete", delete, "delete episodes (renumbers the rest)")
     p.add_argument("--episodes", required=True, help="comma-separated episode indices")
     p = add("split", split, "split an episode at a local frame")
