@@ -1,9 +1,12 @@
 """Ray-cast sensors on a MuJoCo state: a pinhole depth camera and a LiDAR scan pattern.
 
-Both cast every ray of a frame from one origin with ``mj_multiRay`` (C, one call per frame) on
-an ``MjData`` whose kinematics are current (``backend.world_data(world)``). Frames follow
-MuJoCo's camera convention: the sensor looks along its -z axis, +x right, +y up. Misses are NaN.
-Geometry in ``exclude_body`` (e.g. the link carrying the sensor) is ignored.
+Thin CPU faces over the JAX ray engine (:mod:`caliper_jax.rays`, one implementation): the model's
+geoms become a :class:`caliper_jax.rays.RayScene` (built once per model and cached), the poses are
+read from an ``MjData`` whose kinematics are current (``backend.world_data(world)``), and every ray
+of a frame is cast in one jitted call, in float64 (MuJoCo's precision) whatever the caller's JAX
+default. Frames follow MuJoCo's camera convention: the sensor looks along its -z axis, +x right,
++y up. Misses are NaN. Geometry in ``exclude_body`` (e.g. the link carrying the sensor) is ignored.
+The batched JAX API (vmap over worlds, noise, RGB, more LiDAR patterns) is :mod:`caliper_jax.rays`.
 """
 from __future__ import annotations
 
@@ -13,19 +16,38 @@ import numpy as np
 
 from caliper_jax.errors import CaliperError
 
+_SCENES: dict = {}      # id(model) -> (model, RayScene); the model is kept so the id stays unique
+_CAST = None
+
+
+def _scene(mj):
+    from caliper_jax.rays import scene_from_mujoco
+
+    hit = _SCENES.get(id(mj))
+    if hit is None or hit[0] is not mj:
+        if len(_SCENES) >= 8:
+            _SCENES.pop(next(iter(_SCENES)))
+        hit = _SCENES[id(mj)] = (mj, scene_from_mujoco(mj))
+    return hit[1]
+
 
 def _cast(mj, d, origin, dirs_world, exclude_body: int, max_range: float):
-    import mujoco
+    """Distances (n,) along unit ``dirs_world`` (NaN on a miss) and geom ids (n,) (-1)."""
+    global _CAST
+    import jax
 
+    from caliper_jax.rays import cast_rays
+
+    if _CAST is None:
+        _CAST = jax.jit(cast_rays)
     origin = np.asarray(origin, dtype=np.float64).reshape(3)
     dirs = np.ascontiguousarray(dirs_world, dtype=np.float64).reshape(-1, 3)
-    n = dirs.shape[0]
-    dist = np.empty(n)
-    geomid = np.empty(n, dtype=np.int32)
-    mujoco.mj_multiRay(mj, d, origin, dirs.ravel(), None, 1, int(exclude_body), geomid, dist, None, n,
-                       float(max_range))
-    dist = np.where(geomid >= 0, dist, np.nan)
-    return dist, geomid
+    with jax.enable_x64(True):
+        hits = _CAST(_scene(mj), np.asarray(d.geom_xpos), np.asarray(d.geom_xmat), origin, dirs,
+                     max_range=float(max_range), exclude_body=int(exclude_body))
+        dist = np.asarray(hits.distance, dtype=np.float64)
+        geomid = np.asarray(hits.geom, dtype=np.int32)
+    return np.where(geomid >= 0, dist, np.nan), geomid
 
 
 def _rotation(R) -> np.ndarray:
@@ -38,7 +60,7 @@ def _rotation(R) -> np.ndarray:
 @dataclass(frozen=True)
 class DepthCamera:
     """A pinhole depth camera: ``width`` x ``height`` pixels, vertical field of view ``fovy``
-    (degrees), square pixels, readings beyond ``max_range`` are misses."""
+    (degrees), square pixels, readings beyond ``max_range`` (along the ray) are misses."""
 
     width: int = 64
     height: int = 48
@@ -47,12 +69,10 @@ class DepthCamera:
 
     def directions(self) -> np.ndarray:
         """Unit ray directions in the camera frame, (height, width, 3), row 0 at the top."""
-        f = 0.5 * self.height / np.tan(np.radians(self.fovy) / 2.0)
-        u = np.arange(self.width) + 0.5 - self.width / 2.0
-        v = self.height / 2.0 - (np.arange(self.height) + 0.5)
-        x, y = np.meshgrid(u / f, v / f)
-        dirs = np.stack([x, y, -np.ones_like(x)], axis=-1)
-        return dirs / np.linalg.norm(dirs, axis=-1, keepdims=True)
+        from caliper_jax.rays import PinholeCamera
+
+        return PinholeCamera(width=self.width, height=self.height, fovy=self.fovy,
+                             max_range=self.max_range).directions()
 
     def render(self, mj, d, pos, R, exclude_body: int = -1) -> np.ndarray:
         """Depth along the optical axis (height, width), metres; NaN where nothing is hit."""
