@@ -37,8 +37,10 @@ Reward: 1.0 on the tick success first fires (the tick that ends the episode), 0 
 Randomisation: episode ``e`` of world ``w`` draws :func:`tasks.env_spec.draw` from
 ``fold_in(fold_in(PRNGKey(seed), w), e)`` -- a world's episodes do not depend on the number of
 worlds, and disabling one field never changes another's draws. ``info["randomization"]`` holds the
-draws of the current episodes ({field: (W, ...)}). The MJX engine (:mod:`tasks.env_mjx`) uses the
-same streams.
+draws of the current episodes ({field: (W, ...)} float32). The MJX engine (:mod:`tasks.env_mjx`) uses
+the same streams. ``reset(options={"draws": ...})`` starts every world from given draws instead
+(:func:`check_draws`; :mod:`tasks.resim` replays recorded episodes this way): the same draws give
+the same episode start bit for bit as the seeded reset that drew them.
 """
 from __future__ import annotations
 
@@ -154,6 +156,73 @@ def _draw_fn(spec: S.EnvRandomization, shapes: dict):
         return S.draw(spec, jax.random.fold_in(jax.random.fold_in(base, world), episode), shapes)
 
     return jax.jit(jax.vmap(one, in_axes=(None, 0, 0)))
+
+
+def draw_shapes(L: S.EnvLayout, nu: int) -> dict:
+    """{field: per-world shape} of every randomisation field of a task of layout ``L`` with ``nu``
+    servos (the draws of W worlds are (W, *shape))."""
+    P = L.nprop
+    return {"prop_xy": (P, 2), "prop_yaw": (P,), "prop_mass": (P,), "prop_friction": (P,),
+            "damping": (L.nv,), "gain": (nu,), "gravity": ()}
+
+
+#: Relative slack of the range check on given draws: a float32 draw may round a few ulps past a bound.
+_RANGE_SLACK = 8 * float(np.finfo(np.float32).eps)
+
+
+def check_draws(draws, spec: S.EnvRandomization | None, shapes: dict, num_envs: int) -> dict:
+    """Explicit draws for a reset, checked -> {field: read-only (W, *shape) float32 array}.
+
+    ``draws``: {field: array-like (W, *shape)} with exactly the fields ``spec`` enables (an env
+    without randomisation takes {}). Values are rounded to float32, the dtype of seeded draws, so a
+    draw read back from JSON (float32 -> Python float) is the same draw bit for bit. Each error is a
+    CaliperError naming the field: unknown or missing field, wrong shape, non-numeric, non-finite,
+    outside the spec's range (offsets |x| <= a, factors in [lo, hi], a few float32 ulps of slack)."""
+    if not isinstance(draws, dict):
+        raise CaliperError(f"draws: expected a dict {{field: (W, ...) array}}, got {type(draws).__name__}")
+    enabled = [f for f in S.RANDOM_FIELDS if spec is not None and getattr(spec, f) is not None]
+    for k in draws:
+        if k not in S.RANDOM_FIELDS:
+            raise CaliperError(f"draws: unknown field {k!r} (fields: {', '.join(S.RANDOM_FIELDS)})")
+        if k not in enabled:
+            raise CaliperError(f"draws.{k}: this env does not randomise {k} (its randomization.{k} is None)")
+    out = {}
+    for k in enabled:
+        if k not in draws:
+            raise CaliperError(f"draws: missing field {k!r} (this env randomises {', '.join(enabled)})")
+        try:
+            a = np.asarray(draws[k])
+        except (TypeError, ValueError) as exc:
+            raise CaliperError(f"draws.{k}: not an array ({exc})") from None
+        want = (num_envs, *shapes[k])
+        if a.dtype.kind not in "iuf" or a.shape != want:
+            raise CaliperError(f"draws.{k}: expected a numeric array of shape {want} (num_envs, ...), got "
+                               f"{a.dtype} {a.shape}")
+        a = a.astype(np.float32)
+        bad = np.argwhere(~np.isfinite(a))
+        if len(bad):
+            raise CaliperError(f"draws.{k}: non-finite value at {tuple(int(i) for i in bad[0])}")
+        value = getattr(spec, k)
+        lo, hi = (-value, value) if k in ("prop_xy", "prop_yaw") else value
+        slack = _RANGE_SLACK * max(abs(lo), abs(hi))
+        out_of = np.argwhere((a < lo - slack) | (a > hi + slack))
+        if len(out_of):
+            i = tuple(int(j) for j in out_of[0])
+            raise CaliperError(f"draws.{k}: value {float(a[i]):.9g} at {i} is outside the randomisation "
+                               f"range [{lo:.9g}, {hi:.9g}]")
+        a.flags.writeable = False
+        out[k] = a
+    return out
+
+
+def _reset_draws(options, spec, shapes, num_envs):
+    """The checked explicit draws of ``reset(options=...)`` (None: draw from the streams)."""
+    if options is None:
+        return None
+    if not isinstance(options, dict) or set(options) - {"draws"}:
+        raise CaliperError(f"reset(options=...): the only option is 'draws', got "
+                           f"{sorted(options) if isinstance(options, dict) else type(options).__name__}")
+    return check_draws(options["draws"], spec, shapes, num_envs) if "draws" in options else None
 
 
 def _check_args(num_envs, randomization, nthread, seed) -> None:
@@ -299,19 +368,21 @@ class VecEnv(EnvShapes):
         for name in io.STATE_I:
             self._tick_i[:, io.i[name]] = np.asarray(getattr(state, name))
         self._ctrl_cols = io.target.start + np.asarray(self._lay.ctrl_to_q)
-        P = L.nprop
-        shapes = {"prop_xy": (P, 2), "prop_yaw": (P,), "prop_mass": (P,), "prop_friction": (P,),
-                  "damping": (L.nv,), "gain": (self._mj.nu,), "gravity": ()}
+        self._draw_shapes = shapes = draw_shapes(L, self._mj.nu)
         spec = self.randomization
         self._draw = None if spec is None else _cached(scene, ("draw", spec, tuple(shapes.items())),
                                                        lambda: _draw_fn(spec, shapes))
         self._worlds = np.arange(W, dtype=np.int32)
 
     # ---- episode starts -------------------------------------------------------------------------
-    def _redraw(self, ids: np.ndarray) -> None:
-        """New draws for the episodes starting in worlds ``ids`` (one fixed-shape jitted call). The
-        arrays are replaced, never changed, and read-only, so ``info["randomization"]`` hands them
-        out without a copy per tick (as the MJX engine's, they cannot be written)."""
+    def _redraw(self, ids: np.ndarray, given: dict | None = None) -> None:
+        """New draws for the episodes starting in worlds ``ids`` (one fixed-shape jitted call), or
+        the checked ``given`` ones (every world). The arrays are replaced, never changed, and
+        read-only, so ``info["randomization"]`` hands them out without a copy per tick (as the MJX
+        engine's, they cannot be written)."""
+        if given is not None:
+            self._draws = dict(given)
+            return
         if self._draw is None:
             return
         new = self._draw(self._key, self._worlds, self._episode)
@@ -366,10 +437,11 @@ class VecEnv(EnvShapes):
             qpos[:, self._prop_qpos[:, 3:]] = quat_mul(yaw, qpos[:, self._prop_qpos[:, 3:]])
         return qpos
 
-    def _reset_worlds(self, ids: np.ndarray) -> None:
-        """Start the next episode (index already set) in worlds ``ids``: new draws, model rows,
-        MuJoCo state (time 0, zero warm start, welds off, servos holding q0), position stage."""
-        self._redraw(ids)
+    def _reset_worlds(self, ids: np.ndarray, draws: dict | None = None) -> None:
+        """Start the next episode (index already set) in worlds ``ids``: new draws (or the checked
+        ``draws`` of every world), model rows, MuJoCo state (time 0, zero warm start, welds off,
+        servos holding q0), position stage."""
+        self._redraw(ids, draws)
         self._apply_params(ids)
         b, v = self._batch, self._v
         b.reset(ids, stage=self._stage_none)
@@ -403,11 +475,14 @@ class VecEnv(EnvShapes):
         self._draws = {}
         self._started = True
 
-    def reset(self, seed: int | None = None):
+    def reset(self, seed: int | None = None, options: dict | None = None):
         """Start a new episode in every world -> (obs (W, obs_dim) float32, info). ``seed`` restarts
         the randomisation streams at episode 0 from ``PRNGKey(seed)``; None continues them (each
-        world's next episode, or episode 0 on the first reset)."""
+        world's next episode, or episode 0 on the first reset). ``options={"draws": {field: (W, ...)}}``
+        starts these episodes from the given draws instead of the streams' (:func:`check_draws`;
+        the episode indices advance as usual, later episodes draw from the streams again)."""
         self._check_open()
+        given = _reset_draws(options, self.randomization, self._draw_shapes, self.num_envs)
         if seed is not None:
             if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
                 raise CaliperError(f"seed must be an integer or None, got {seed!r}")
@@ -416,7 +491,7 @@ class VecEnv(EnvShapes):
             self._episode += 1
         else:
             self._start_streams()
-        self._reset_worlds(self._worlds.astype(np.int64))
+        self._reset_worlds(self._worlds.astype(np.int64), given)
         obs, _ = self._observe()
         W = self.num_envs
         return obs, self._info(np.zeros(W, bool), np.zeros(W, np.int32))
@@ -591,4 +666,4 @@ class VecEnv(EnvShapes):
         return f"VecEnv({self.task.name!r}, num_envs={self.num_envs}, engine={self.engine!r})"
 
 
-__all__ = ["ENGINES", "EnvShapes", "VecEnv", "resolve_task"]
+__all__ = ["ENGINES", "EnvShapes", "VecEnv", "check_draws", "draw_shapes", "resolve_task"]

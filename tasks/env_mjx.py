@@ -53,7 +53,7 @@ from caliper_jax.errors import CaliperError
 from caliper_jax.spatial import quat_conj, quat_mul
 from mjx_backend.randomize import batch_mjx_model
 from tasks import env_spec as S
-from tasks.env import EnvShapes, _cached, _check_args, resolve_task
+from tasks.env import EnvShapes, _cached, _check_args, _reset_draws, check_draws, draw_shapes, resolve_task
 from tasks.predicates import evaluator
 
 _DEFAULT_RANDOMIZATION = S.EnvRandomization()
@@ -172,9 +172,7 @@ class MjxEnv(EnvShapes):
             vel0[a:a + 6] = prop.velocity
         self._qvel0 = lay.qvel_from_v(np.zeros((1, L.nv)), self._qpos0[None], base=vel0)[0]
         self._ctrl0 = q0[lay.ctrl_to_q]
-        P = L.nprop
-        self._draw_shapes = {"prop_xy": (P, 2), "prop_yaw": (P,), "prop_mass": (P,), "prop_friction": (P,),
-                             "damping": (L.nv,), "gain": (mj.nu,), "gravity": ()}
+        self._draw_shapes = draw_shapes(L, mj.nu)
         self._evaluate = None if self.task.success is None else evaluator(self.task.success, names)
 
     def _device_tables(self) -> None:
@@ -243,9 +241,11 @@ class MjxEnv(EnvShapes):
                             s["jaw_pos"])
         return obs.astype(jnp.float32)
 
-    def _reset_world(self, key, world, episode) -> State:
-        """A new episode of one world (``key`` None in the result; the caller keeps the base key)."""
-        draws = self._draws(key, world, episode)
+    def _reset_world(self, key, world, episode, draws=None) -> State:
+        """A new episode of one world (``key`` None in the result; the caller keeps the base key),
+        from its stream's draws or the given ``draws`` {field: (...)}."""
+        if draws is None:
+            draws = self._draws(key, world, episode)
         leaves = self._leaves(draws)
         d0 = self._d0
         qpos = self._start_qpos(draws)
@@ -325,20 +325,26 @@ class MjxEnv(EnvShapes):
         return nxt._replace(reward=reward, terminated=fired, truncated=truncated, info=info)
 
     # ---- pure functions over all worlds ------------------------------------------------------------
-    def reset_state(self, key, episode=None) -> State:
+    def reset_state(self, key, episode=None, draws=None) -> State:
         """New episodes in every world -> State. ``key``: base PRNG key of the randomisation
-        streams; ``episode`` (W,) int: each world's episode index (default 0)."""
+        streams; ``episode`` (W,) int: each world's episode index (default 0); ``draws``: None (the
+        streams' draws) or {field: (W, ...) float32} to start from (exactly the fields the env
+        randomises; :func:`tasks.env.check_draws` checks them on the host)."""
         W = self.num_envs
         episode = jnp.zeros(W, jnp.int32) if episode is None else jnp.asarray(episode, jnp.int32)
         worlds = jnp.arange(W, dtype=jnp.int32)
-        state = jax.vmap(self._reset_world, in_axes=(None, 0, 0))(key, worlds, episode)
+        state = jax.vmap(self._reset_world, in_axes=(None, 0, 0, 0))(key, worlds, episode, draws)
         return state._replace(key=key)
 
-    def jit_reset(self, key, episode=None) -> State:
-        """:meth:`reset_state`, jitted (one compilation for any key and episode indices)."""
+    def jit_reset(self, key, episode=None, draws=None) -> State:
+        """:meth:`reset_state`, jitted (one compilation for any key and episode indices, one more
+        for explicit draws); ``draws`` are checked here (:func:`tasks.env.check_draws`)."""
         W = self.num_envs
         episode = jnp.zeros(W, jnp.int32) if episode is None else jnp.asarray(episode, jnp.int32)
-        return self._reset_jit(key, episode)
+        if draws is not None:
+            draws = {k: jnp.asarray(v) for k, v in
+                     check_draws(draws, self.randomization, self._draw_shapes, W).items()}
+        return self._reset_jit(key, episode, draws)
 
     def compile_counts(self) -> dict:
         """{function: number of compilations so far} of the jitted reset, step, rollout and replay
@@ -395,16 +401,18 @@ class MjxEnv(EnvShapes):
         """The State the NumPy face holds (None before ``reset``)."""
         return self._state
 
-    def reset(self, seed: int | None = None):
+    def reset(self, seed: int | None = None, options: dict | None = None):
         """New episodes in every world -> (obs (W, obs_dim) float32, info). ``seed`` restarts the
-        randomisation streams at episode 0; None continues them (episode 0 on the first reset)."""
+        randomisation streams at episode 0; None continues them (episode 0 on the first reset).
+        ``options={"draws": {field: (W, ...)}}``: start from these draws (as the CPU engine's)."""
         self._check_open()
+        given = _reset_draws(options, self.randomization, self._draw_shapes, self.num_envs)
         if seed is not None:
             if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
                 raise CaliperError(f"seed must be an integer or None, got {seed!r}")
             self._seed, self._state = int(seed), None
         episode = None if self._state is None else self._state.episode + 1
-        self._state = self.jit_reset(jax.random.PRNGKey(self._seed), episode)
+        self._state = self.jit_reset(jax.random.PRNGKey(self._seed), episode, given)
         return np.asarray(self._state.obs), self._host_info(self._state)
 
     def step(self, action):

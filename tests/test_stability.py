@@ -120,6 +120,7 @@ CASES: dict[str, Case] = {
     "task witness": Case(("task", "witness", "lift-cube")),
     "task demo": Case(("task", "demo", "lift-cube", "--episodes", "1", "--worlds", "1",
                        "--out", "{tmp}/demos")),
+    "task resim": Case(("task", "resim", "{demos}", "--episode", "1")),
     "task rollout": Case(("task", "rollout", "lift-cube", "--episodes", "1", "--worlds", "1")),
     # "{demos}": two scripted lift-cube demos; "{ckpt}": a tiny policy trained on them (built once)
     "learn train": Case(("learn", "train", "{demos}", "--out", "{tmp}/run", "--steps", "5",

@@ -1,4 +1,4 @@
-"""``caliper task``: the task artifact and its zoo -- list, show, check, witness, rollout."""
+"""``caliper task``: the task artifact and its zoo -- list, show, check, witness, rollout, demo, resim."""
 from __future__ import annotations
 
 import argparse
@@ -48,6 +48,15 @@ def register(subparsers) -> None:
                        help="every episode starts from the task file's nominal scene")
     add("witness", cmd_witness, "a grasp and carry pose proving the success verdict reachable, verified "
                                 "in a settled MuJoCo simulation")
+    p = add("resim", cmd_resim, "re-simulate recorded demos from their stored draws and compare the states "
+                                "bit for bit", target=False)
+    p.add_argument("dataset", metavar="DATASET", help="a dataset written by caliper task demo")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--episode", type=int, default=0, help="the episode to replay (default 0)")
+    which.add_argument("--all", action="store_true", help="replay every episode")
+    p.add_argument("--engine", choices=("mujoco", "mjx"), default="mujoco",
+                   help="engine of the replay (default mujoco; bit for bit needs the recording's engine)")
+    p.add_argument("--task", metavar="TASK", help="the task file, when the recorded one is not in the zoo")
 
 
 def _load(name_or_path: str):
@@ -186,6 +195,40 @@ def cmd_demo(args) -> int:
                        f"{res.root}\n  success {res.successes}/{res.episodes}"
                        + (f"; {res.failed_plans} episode(s) had no plan" if res.failed_plans else ""))
     return 0 if res.successes == res.episodes else 1
+
+
+def cmd_resim(args) -> int:
+    """Exit 1 when any replayed episode differs from its recording."""
+    from tasks.resim import Replayer
+
+    with Replayer(args.dataset, engine=args.engine, task=args.task) as r:
+        ids = list(range(len(r.side["episodes"]))) if args.all else [args.episode]
+        if args.all:
+            bar, tick = _progress_bar(len(ids), f"resim {r.task.name}")
+            with bar:
+                results = []
+                for i in ids:
+                    results.append(r.episode(i))
+                    tick(len(results))
+        else:
+            results = [r.episode(args.episode)]
+        name = r.task.name
+    same = all(x.identical for x in results)
+    report = {"dataset": str(args.dataset), "task": name, "engine": args.engine, "identical": same,
+              "episodes": [x.to_dict() for x in results]}
+    lines = [f"{name}: {sum(x.identical for x in results)}/{len(results)} episode(s) re-simulated bit for "
+             f"bit ({args.engine})"]
+    for x in results:
+        worst = max(c.max_abs_diff for c in x.compare.values())
+        firsts = [c.first_diff_frame for c in x.compare.values() if c.first_diff_frame is not None]
+        lines.append(f"  episode {x.episode} (world {x.world}, #{x.world_episode}): {x.length} frames, "
+                     + ("identical" if x.identical else
+                        f"DIFFERS: max |diff| {worst:.3g}, first at frame {min(firsts, default=x.length)}"
+                        + ("" if x.ended else ", ended at another tick")
+                        + ("" if x.success == x.recorded_success else ", another outcome")))
+    lines += [f"  note: {n}" for n in (results[0].notes if results else ())]
+    emit(args, report, "\n".join(lines))
+    return 0 if same else 1
 
 
 def cmd_rollout(args) -> int:
