@@ -267,8 +267,9 @@ def _run_cpu(env, runner, need: int, seed: int, on_episode) -> tuple[list, int]:
     while count.min() < need:
         if ticks > need * env.horizon:          # cannot happen: every episode ends by the horizon
             raise CaliperError(f"evaluation did not finish within {ticks} ticks")
-        action = runner.act(obs, info, count < need)
-        obs, _, term, trunc, info = env.step(action)
+        active = count < need
+        action = runner.act(obs, info, active)
+        obs, _, term, trunc, info = env.step(action, active)    # finished worlds are not simulated
         ticks += 1
         done = np.asarray(term | trunc)
         if done.any():

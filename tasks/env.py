@@ -540,13 +540,14 @@ class VecEnv(EnvShapes):
             eq_active[took, eq] = 1.0
         self._held[:] = held
 
-    def _physics(self) -> np.ndarray:
-        """Advance every world one control tick -> (W,) bool: worlds MuJoCo failed or reset (a
-        bad qpos / qvel / qacc warning: MuJoCo then restarts that world from its defaults)."""
+    def _physics(self, ids=None) -> np.ndarray:
+        """Advance every world (or worlds ``ids``) one control tick -> (W,) bool: worlds MuJoCo
+        failed or reset (a bad qpos / qvel / qacc warning: MuJoCo then restarts that world from its
+        defaults)."""
         before = self._bad_state_warnings()
         raised = None
         try:
-            self._batch.step(nstep=self.layout.substeps, stage=self._stage_pos)
+            self._batch.step(ids, nstep=self.layout.substeps, stage=self._stage_pos)
         except self._SimulationError as exc:          # those worlds kept their state; the others ran
             raised = exc.ids
         failed = self._bad_state_warnings() > before
@@ -568,14 +569,18 @@ class VecEnv(EnvShapes):
                                f"{action.dtype} {action.shape}")
         return action
 
-    def step(self, action):
+    def step(self, action, active=None):
         """One control tick of every world -> (obs (W, obs_dim) float32, reward (W,) float32,
         terminated (W,), truncated (W,), info). ``action`` (W, nq): joint position targets (a
-        non-finite one is replaced by the last command, ``info["gate_flags"]``)."""
+        non-finite one is replaced by the last command, ``info["gate_flags"]``). ``active`` (W,)
+        bool, optional: only those worlds advance; the others are frozen (not simulated, their
+        gate, grasp, tick and episode unchanged, never done) -- a batched evaluation stops paying
+        for worlds that have finished their episodes."""
         self._check_open()
         if not self._started:
             raise CaliperError("step() before reset(): call reset() first")
         s, io, x, W = self._state, self._io, self._tick_f, self.num_envs
+        act = self._check_active(active)
         x[:, io.f["action"]] = self._check_action(action)
         x[:, io.f["q"]] = s["q"]
         x[:, io.f["jaw_pos"]] = s["jaw_pos"]
@@ -583,20 +588,32 @@ class VecEnv(EnvShapes):
         x[:, io.f["prop_pos"]] = s["pos"].reshape(W, 3 * self.layout.nprop)
         floats, ints = self._tick_jit(x, self._tick_i)
         floats, ints = np.asarray(floats), np.asarray(ints)
-        x[:, :io.nstate_f] = floats[:, :io.nstate_f]                  # the new gate state
-        self._tick_i[:, :io.nstate_i] = ints[:, :io.nstate_i]
+        if act is None:
+            x[:, :io.nstate_f] = floats[:, :io.nstate_f]                  # the new gate state
+            self._tick_i[:, :io.nstate_i] = ints[:, :io.nstate_i]
+            held = ints[:, io.held]
+            self._v["ctrl"][:] = floats[:, self._ctrl_cols]
+        else:
+            x[act, :io.nstate_f] = floats[act, :io.nstate_f]
+            self._tick_i[act, :io.nstate_i] = ints[act, :io.nstate_i]
+            held = np.where(act, ints[:, io.held], self._held)
+            self._v["ctrl"][act] = floats[act][:, self._ctrl_cols]
         flags = ints[:, io.flags]
-        self._fresh[:] = 0
-        self._weld(s, ints[:, io.held])
-        self._v["ctrl"][:] = floats[:, self._ctrl_cols]
-        unstable = self._physics()
+        self._fresh[slice(None) if act is None else act] = 0
+        self._weld(s, held)
+        unstable = self._physics(None if act is None else np.flatnonzero(act))
         obs, s = self._observe()
         fired = self._evaluate(s) & ~unstable & ~self._success
+        if act is not None:
+            unstable &= act
+            fired &= act
         self._success |= fired
-        self._tick += 1
+        self._tick += 1 if act is None else act
         reward = fired.astype(np.float32)
         self._return += reward
         truncated = ~fired & ((self._tick >= self.layout.horizon) | unstable)
+        if act is not None:
+            truncated &= act
         done = fired | truncated
         ended = {"final_success": self._success & done, "final_return": np.where(done, self._return, 0.0),
                  "final_length": np.where(done, self._tick, 0)}
@@ -610,6 +627,15 @@ class VecEnv(EnvShapes):
         info.update(final_obs=final_obs, unstable=unstable)
         info["episode"].update(ended)
         return obs, reward, fired, truncated, info
+
+    def _check_active(self, active):
+        if active is None:
+            return None
+        act = np.asarray(active)
+        if act.shape != (self.num_envs,) or act.dtype != bool:
+            raise CaliperError(f"active: expected a bool array of shape ({self.num_envs},), got {act.dtype} "
+                               f"{act.shape}")
+        return None if act.all() else act
 
     def _evaluate(self, s: dict) -> np.ndarray:
         """(W,) bool: the task's success predicate holds now."""

@@ -167,6 +167,33 @@ def test_auto_reset_only_finished_worlds(lift):
         assert not np.array_equal(info["final_obs"][0], obs[0])
 
 
+def test_inactive_worlds_are_frozen_and_the_others_unchanged(lift):
+    """step(action, active): frozen worlds keep their state, tick and gate bit for bit; active
+    worlds give the bytes of a run without the mask."""
+    runs = []
+    for masked in (False, True):
+        with VecEnv(lift, W, randomization=None) as env:
+            env.reset()
+            out = []
+            for k in range(40):
+                active = np.array([True, k < 20]) if masked else None
+                obs, reward, term, trunc, info = env.step(lift_action(env, k), active)
+                out.append((obs.copy(), info["episode"]["tick"].copy(), term.copy()))
+            runs.append(out)
+    for k, ((o_full, t_full, d_full), (o_mask, t_mask, d_mask)) in enumerate(zip(*runs, strict=True)):
+        np.testing.assert_array_equal(o_mask[0], o_full[0])         # world 0 active throughout
+        assert t_mask[0] == t_full[0] and d_mask[0] == d_full[0]
+        if k < 20:
+            np.testing.assert_array_equal(o_mask[1], o_full[1])
+        else:                                                       # world 1 frozen from tick 20 on
+            np.testing.assert_array_equal(o_mask[1], runs[1][19][0][1])
+            assert t_mask[1] == 20 and not d_mask[1]
+    with VecEnv(lift, W, randomization=None) as env:
+        env.reset()
+        with pytest.raises(CaliperError, match="active: expected a bool array of shape"):
+            env.step(hold(env), np.array([1, 0]))
+
+
 def test_truncation_at_the_horizon(lift):
     short = dataclasses.replace(lift, task=dataclasses.replace(lift.task, horizon_s=0.1))    # 5 ticks
     with VecEnv(short, W) as env:
