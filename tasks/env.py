@@ -44,7 +44,9 @@ the same episode start bit for bit as the seeded reset that drew them.
 """
 from __future__ import annotations
 
+import os
 import weakref
+from collections import OrderedDict
 
 import numpy as np
 
@@ -55,8 +57,15 @@ ENGINES = ("mujoco", "mjx")
 _DEFAULT_RANDOMIZATION = S.EnvRandomization()
 
 
+#: Built scenes of the last few tasks (a Task is hashable), so that repeated calls with one task
+#: name (``evaluate(policy, "lift-cube")`` in a loop) reuse the scene and its compiled functions.
+_SCENES: OrderedDict = OrderedDict()
+_SCENES_KEPT = 4
+
+
 def resolve_task(task):
-    """A :class:`tasks.scene.TaskScene` from a TaskScene, a Task, a task file path or a zoo name."""
+    """A :class:`tasks.scene.TaskScene` from a TaskScene, a Task, a task file path or a zoo name.
+    The last few built scenes are reused while the task and its robot file are unchanged."""
     from tasks.scene import TaskScene, build_scene
     from tasks.schema import Task, find_task, load_task
 
@@ -64,7 +73,19 @@ def resolve_task(task):
         return task
     if not isinstance(task, Task):
         task = load_task(find_task(task))
-    return build_scene(task)
+    try:
+        st = os.stat(task.robot)
+        key = (task, st.st_mtime_ns, st.st_size)
+        hash(key)
+    except (OSError, TypeError):                 # unreadable robot (build_scene says why) or unhashable
+        return build_scene(task)
+    ts = _SCENES.get(key)
+    if ts is None:
+        ts = _SCENES[key] = build_scene(task)
+        while len(_SCENES) > _SCENES_KEPT:
+            _SCENES.popitem(last=False)
+    _SCENES.move_to_end(key)
+    return ts
 
 
 #: Jitted functions per compiled scene (weakly keyed), so that envs of one built task share compiles.
