@@ -1,7 +1,7 @@
 """Learning benchmarks, side by side with their references.
 
     python benchmarks/bench_learn.py [--part speed|eval|success|all] [--json]
-        [--batch 64] [--chunk 20] [--steps 50]            # speed: ACT train steps/s vs lerobot
+        [--batch 64] [--chunk 20] [--steps 50] [--rounds 3]  # speed: ACT train steps/s vs lerobot
         [--eval-episodes 64]                              # eval: batched vs serial episodes/s
         [--demos 100] [--budget-s 600] [--episodes 100]   # success: train + held-out closed loop
         [--policies bc_mlp act diffusion]
@@ -10,7 +10,8 @@ Parts:
 - ``speed``: training steps/s of our ACT against lerobot's own ACT (torch on the CPU, run in the
   lerobot venv that ``.ci/lerobot_compat.sh`` builds) at the same model size, batch, chunk length
   and inputs (joint state + prop poses -> action chunk, no images), with the same number of
-  threads. Compile (ours) / warm-up (theirs) is reported apart from the timed steps. Target >= 2x.
+  threads, alternating ``--rounds`` times (medians reported, with every run). Compile (ours) /
+  warm-up (theirs) is reported apart from the timed steps. Target >= 2x.
 - ``eval``: closed-loop evaluation episodes/s of a trained BC policy on lift-cube, 64 worlds in
   one batched rollout (one batched policy call per control tick) against the same number of
   episodes run one world at a time. Target >= 20x.
@@ -51,6 +52,20 @@ def _threads() -> int:
 
 
 # ---- speed: ACT vs lerobot ACT ---------------------------------------------------------------------
+def _lerobot_act(args, vae: bool, state_dim: int, env_dim: int, action_dim: int) -> dict:
+    """One timed run of lerobot's ACT (its own venv) -> its JSON report or {"error": ...}."""
+    cmd = [str(LEROBOT_PY), str(ROOT / "benchmarks" / "lerobot" / "act_train_speed.py"),
+           "--state-dim", str(state_dim), "--env-dim", str(env_dim), "--action-dim", str(action_dim),
+           "--chunk", str(args.chunk), "--batch", str(args.batch), "--dim-model", "128",
+           "--heads", "4", "--ff", "512", "--enc", "2", "--dec", "1",
+           "--steps", str(min(args.steps, 30)), "--threads", str(_threads())]
+    cmd += ["--vae"] if vae else []
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode == 0:
+        return json.loads(run.stdout.strip().splitlines()[-1])
+    return {"error": run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "failed"}
+
+
 def act_speed(args) -> dict:
     import jax
 
@@ -81,22 +96,20 @@ def act_speed(args) -> dict:
             def sample_batch(self, key, batch_size):
                 return self.batch
 
-        res = fit(policy, Random(fixed), None, TrainConfig(steps=args.steps, batch_size=args.batch, warmup=1,
-                                                      eval_every=args.steps, log_every=args.steps))
-        ours = {"steps_per_s": res.steps_per_s, "compile_s": res.compile_s}
-        theirs = None
-        if LEROBOT_PY.exists():
-            cmd = [str(LEROBOT_PY), str(ROOT / "benchmarks" / "lerobot" / "act_train_speed.py"),
-                   "--state-dim", str(state_dim), "--env-dim", str(env_dim), "--action-dim", str(action_dim),
-                   "--chunk", str(args.chunk), "--batch", str(args.batch), "--dim-model", "128",
-                   "--heads", "4", "--ff", "512", "--enc", "2", "--dec", "1",
-                   "--steps", str(min(args.steps, 30)), "--threads", str(_threads())]
-            cmd += ["--vae"] if vae else []
-            run = subprocess.run(cmd, capture_output=True, text=True)
-            if run.returncode == 0:
-                theirs = json.loads(run.stdout.strip().splitlines()[-1])
-            else:
-                theirs = {"error": run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "failed"}
+        ours_runs, their_runs = [], []
+        for _ in range(args.rounds):                 # alternate, so both sides see the same load
+            res = fit(policy, Random(fixed), None, TrainConfig(steps=args.steps, batch_size=args.batch,
+                                                          warmup=1, eval_every=args.steps,
+                                                          log_every=args.steps))
+            ours_runs.append({"steps_per_s": res.steps_per_s, "compile_s": res.compile_s})
+            if LEROBOT_PY.exists():
+                their_runs.append(_lerobot_act(args, vae, state_dim, env_dim, action_dim))
+        ours = {"steps_per_s": float(np.median([r["steps_per_s"] for r in ours_runs])),
+                "compile_s": ours_runs[0]["compile_s"], "runs": [r["steps_per_s"] for r in ours_runs]}
+        ok = [r for r in their_runs if "steps_per_s" in r]
+        theirs = (None if not their_runs else their_runs[-1] if not ok else
+                  {**ok[-1], "steps_per_s": float(np.median([r["steps_per_s"] for r in ok])),
+                   "runs": [r["steps_per_s"] for r in ok]})
         out["vae" if vae else "no_vae"] = {"ours": ours, "lerobot": theirs,
                                            "ratio": (ours["steps_per_s"] / theirs["steps_per_s"]
                                                      if theirs and "steps_per_s" in theirs else None)}
@@ -149,13 +162,16 @@ def eval_speed(args, root: Path) -> dict:
     t0 = time.perf_counter()
     batched = evaluate(policy, "lift-cube", episodes=n, num_envs=min(n, 64), seed=1000)
     t_batched = time.perf_counter() - t0
-    serial_n = max(4, n // 8)                       # the serial loop is slow: time fewer, report per episode
+    serial_n = max(8, n // 4)                       # the serial loop is slow: time fewer, report per episode
     serial_eval(policy, "lift-cube", episodes=1, seed=0)
     t0 = time.perf_counter()
     serial = serial_eval(policy, "lift-cube", episodes=serial_n, seed=1000)
     t_serial = time.perf_counter() - t0
     eb, es = n / t_batched, serial_n / t_serial
     return {"episodes": n, "batched_worlds": min(n, 64), "batched_episodes_per_s": eb,
+            "batched_ticks": batched.timing["ticks"], "batched_mean_steps": float(np.mean(
+                [e.steps for e in batched.episodes])), "serial_ticks": serial.timing["ticks"],
+            "serial_ms_per_tick": 1e3 * t_serial / serial.timing["ticks"],
             "batched_success": batched.success_rate, "serial_episodes": serial_n,
             "serial_episodes_per_s": es, "serial_success": serial.success_rate, "speedup": eb / es}
 
@@ -184,6 +200,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--chunk", type=int, default=20)
     ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=3, help="speed: alternating ours/lerobot rounds (median)")
     ap.add_argument("--eval-episodes", type=int, default=64)
     ap.add_argument("--demos", type=int, default=100)
     ap.add_argument("--budget-s", type=float, default=600.0)

@@ -31,6 +31,7 @@ from caliper_jax.dataset.tables import last_episode_row, read_tasks, tasks_table
 from caliper_jax.errors import CaliperError
 
 MB = 1024**2
+MAX_ABS = 1e150   # float64 values beyond this overflow the variance of the episode statistics
 
 
 def _all_finite(arr: np.ndarray) -> bool:
@@ -187,6 +188,10 @@ class LeRobotWriter:
         if arr.dtype.kind == "f" and not _all_finite(arr):
             bad = self._n + int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
             raise CaliperError(f"add_frame: feature {key!r} frame {bad} holds NaN/inf")
+        if arr.dtype == np.float64 and arr.size and np.abs(arr).max() > MAX_ABS:
+            bad = self._n + int(np.flatnonzero((np.abs(arr) > MAX_ABS).any(axis=1))[0])
+            raise CaliperError(f"add_frame: feature {key!r} frame {bad} holds a value beyond +-{MAX_ABS:g} "
+                               f"(its statistics would overflow)")
         return arr
 
     def _camera(self, key: str, value, index: int):
