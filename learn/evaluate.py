@@ -201,11 +201,17 @@ class _Trained:
         self.deployer = Deployer(policy, env.layout, env.num_envs, seed,
                                  allow_fps_mismatch=allow_fps_mismatch)
 
-    def begin(self):
+    def begin(self, identity=None):
+        import jax.numpy as jnp
+
         from learn.deploy import init_state
 
         d = self.deployer
-        d.state = init_state(d.spec, d.num_envs)
+        if identity is None:
+            d.state = init_state(d.spec, d.num_envs)
+        else:                                   # world ``w``'s key stream at its episode ``e``
+            w, e = identity
+            d.state = init_state(d.spec, 1, world_ids=[w])._replace(episode=jnp.full(1, e, jnp.int32))
 
     def act(self, obs, info, active):
         return self.deployer.act(obs)
@@ -220,7 +226,7 @@ class _Scripted:
 
         self.expert = ScriptedExpert(env)
 
-    def begin(self):
+    def begin(self, identity=None):
         pass
 
     def act(self, obs, info, active):
@@ -236,7 +242,7 @@ class _Callable:
     def __init__(self, fn):
         self.fn = fn
 
-    def begin(self):
+    def begin(self, identity=None):
         pass
 
     def act(self, obs, info, active):
@@ -256,11 +262,12 @@ def _runner(policy, env, seed, allow_fps_mismatch):
     return _Callable(policy)
 
 
-def _run_cpu(env, runner, need: int, seed: int, on_episode) -> tuple[list, int]:
-    """Run every world of ``env`` (reset to ``seed``) until each has finished ``need`` episodes ->
-    ([(world, world_episode, success, steps, return)], ticks)."""
-    obs, info = env.reset(seed)
-    runner.begin()
+def _run_cpu(env, runner, need: int, seed: int, on_episode, draws=None, identity=None) -> tuple[list, int]:
+    """Run every world of ``env`` (reset to ``seed``, from ``draws`` when given) until each has
+    finished ``need`` episodes -> ([(world, world_episode, success, steps, return)], ticks).
+    ``identity`` (world, episode): the key stream a 1-world env's policy plays (default its own)."""
+    obs, info = env.reset(seed, options=None if draws is None else {"draws": draws})
+    runner.begin(identity)
     W = env.num_envs
     count = np.zeros(W, np.int64)
     rows, ticks = [], 0
@@ -429,16 +436,18 @@ def _result(ts, policy, name, engine, seed, W, layout, randomization, eps, timin
                       findings=eval_findings([e.success for e in eps], [e.ret for e in eps]), timing=timing)
 
 
-def serial_eval(policy, task, *, episodes: int = 20, seed: int = 0, randomization="default", progress=None,
-                name: str | None = None, allow_fps_mismatch: bool = False,
-                nthread: int | None = 1) -> EvalResult:
-    """The serial baseline of :func:`evaluate`: ``episodes`` episodes one world at a time on the
-    CPU engine, episode k on environment seed ``seed + k`` (world 0, its first episode). Same
-    policies and result as :func:`evaluate`; the episodes' draws differ from a batched run's
-    (a 1-world env cannot replay world k's stream)."""
+def serial_eval(policy, task, *, episodes: int = 20, seed: int = 0, num_envs: int | None = None,
+                randomization="default", progress=None, name: str | None = None,
+                allow_fps_mismatch: bool = False, nthread: int | None = 1) -> EvalResult:
+    """The serial baseline of :func:`evaluate`: the same ``episodes`` episodes, one world at a time
+    on the CPU engine. Episode k is the batched run's episode k (``evaluate(..., num_envs=
+    num_envs, seed=seed)``; default world count ``min(episodes, 64)`` as there): world k mod W,
+    its episode k div W, replayed in a 1-world env from that episode's draws (the physics is the
+    same bit for bit in any world count) with the policy's key stream of that world and episode."""
     from tasks.env import VecEnv, resolve_task
 
     episodes = _positive_int(episodes, "episodes")
+    W = min(episodes, MAX_NUM_ENVS) if num_envs is None else _positive_int(num_envs, "num_envs")
     _check_policy(policy, "mujoco")
     kwargs = _env_kwargs(randomization)
     ts = resolve_task(task)
@@ -447,10 +456,13 @@ def serial_eval(policy, task, *, episodes: int = 20, seed: int = 0, randomizatio
     with VecEnv(ts, 1, seed=int(seed), nthread=nthread, **kwargs) as env:
         runner = _runner(policy, env, int(seed), allow_fps_mismatch)
         for k in range(episodes):
-            rows, n = _run_cpu(env, runner, 1, int(seed) + k, lambda: None)
+            world, world_episode = k % W, k // W
+            draws = env.episode_draws([world], [world_episode])
+            rows, n = _run_cpu(env, runner, 1, int(seed), lambda: None, draws=draws,
+                               identity=(world, world_episode))
             ticks += n
-            (w, e, s, steps, r), = rows
-            eps.append(EpisodeResult(k, int(seed) + k, w, e, s, steps, r))
+            (_, _, s, steps, r), = rows
+            eps.append(EpisodeResult(k, int(seed), world, world_episode, s, steps, r))
             if progress is not None:
                 progress(k + 1, episodes)
         layout = env.layout

@@ -416,6 +416,23 @@ class VecEnv(EnvShapes):
             rows.flags.writeable = False
             self._draws[k] = rows
 
+    def episode_draws(self, worlds, episodes, seed: int | None = None) -> dict:
+        """{field: (n, ...) float32}: the draws of episode ``episodes[i]`` of world ``worlds[i]``
+        under ``seed`` (default: this env's), which they get in an env of any world count; give
+        them to ``reset(options={"draws": ...})`` to replay those episodes in other worlds."""
+        import jax
+
+        self._check_open()
+        worlds = np.asarray(worlds, np.int32).reshape(-1)
+        episodes = np.asarray(episodes, np.int32).reshape(-1)
+        if worlds.shape != episodes.shape or (worlds < 0).any() or (episodes < 0).any():
+            raise CaliperError(f"episode_draws: worlds and episodes must be equal-length lists of indices "
+                               f">= 0, got {worlds.shape[0]} and {episodes.shape[0]}")
+        if self._draw is None:
+            return {}
+        key = jax.random.PRNGKey(self._seed if seed is None else int(seed))
+        return {k: np.asarray(v) for k, v in self._draw(key, worlds, episodes).items()}
+
     def _row(self, name: str) -> np.ndarray:
         """(W, ...) per-world values of MjModel field ``name`` (expanded on first use)."""
         rows = self._rows.get(name)
