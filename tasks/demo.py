@@ -9,6 +9,11 @@ One frame per control tick (the task's fps): ``observation.state`` (nq) the meas
 positions at the tick's start, ``action`` (nq) the joint position targets the expert sent,
 ``observation.environment_state`` (P * 7) every prop's position and quaternion (w, x, y, z),
 world frame. Each episode's task text is the task's name and its success predicate in words.
+With ``cameras`` (names such as ``"front:96x96"`` or named PinholeCameras, see
+:mod:`tasks.cameras`) each camera is also a video feature ``observation.images.<name>`` (uint8
+[height, width, 3], names ["height", "width", "channels"], lerobot's MP4 encoding, 32 px a side at
+least): frame t is the image rendered from the state whose ``observation.state`` is row t. The
+sidecar's ``cameras`` list records each camera's size, intrinsics and pose (frame, body).
 Per-episode outcomes -- success, length, world, the seed and every randomisation draw -- are in
 the sidecar ``meta/caliper_demos.json`` (lerobot ignores it) and as the tags ``success`` /
 ``failure`` (``meta/caliper_tags.json``). The same task, seed, episode count and world count give
@@ -28,7 +33,7 @@ the environment received, at either precision.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -49,13 +54,15 @@ class Episode:
     env_state: np.ndarray      # (T, P * 7)
     success: bool
     draws: dict                # {field: list} this episode's randomisation draw
+    images: dict = field(default_factory=dict)   # {camera: (T, height, width, 3) uint8}
 
 
 def run_episodes(env, episodes: int, *, progress=None, policy=None) -> tuple[list[Episode], object]:
     """Run the scripted expert until ``episodes`` episodes have finished in canonical order ->
     (episodes sorted by (index, world), the expert). ``progress(n)`` is called with each finished
     count. ``policy``: None (the scripted expert) or ``policy(env)`` -> an object with
-    ``act(obs (W, obs_dim), info) -> (W, nq)`` joint targets (sent rounded to float32)."""
+    ``act(obs (W, obs_dim), info) -> (W, nq)`` joint targets (sent rounded to float32). An env
+    with cameras also gives each episode its frames (``Episode.images``, frame t of ``state`` row t)."""
     from tasks.expert import ScriptedExpert
 
     if episodes < 1:
@@ -71,15 +78,18 @@ def run_episodes(env, episodes: int, *, progress=None, policy=None) -> tuple[lis
         action = np.asarray(expert.act(obs, info), np.float64).astype(np.float32)
         feats = env_features(L, np.asarray(obs, np.float64))
         q, env_state = feats["observation.state"], feats["observation.environment_state"]
+        images = info.get("images", {})
         for w in range(W):
-            frames[w].append((q[w], action[w], env_state[w]))
+            frames[w].append((q[w], action[w], env_state[w], {k: v[w] for k, v in images.items()}))
         obs, _, term, trunc, new_info = env.step(action)
         for w in np.flatnonzero(term | trunc):
             if count[w] < need:
-                q, a, e = (np.stack(x) for x in zip(*frames[w], strict=True))
+                q, a, e, im = zip(*frames[w], strict=True)
+                q, a, e = np.stack(q), np.stack(a), np.stack(e)
+                im = {k: np.stack([f[k] for f in im]) for k in images}
                 draws = {k: np.asarray(v[w]).tolist() for k, v in info["randomization"].items()}
                 success = bool(new_info["final_success"][w])
-                done.append(Episode(int(w), int(count[w]), q, a, e, success, draws))
+                done.append(Episode(int(w), int(count[w]), q, a, e, success, draws, im))
                 if progress is not None:
                     progress(len(done))
             count[w] += 1
@@ -101,13 +111,37 @@ def env_features(L, obs, xp=np) -> dict:
             "observation.environment_state": props.reshape(props.shape[:-2] + (-1,))}
 
 
-def features(model, prop_names) -> dict:
+def features(model, prop_names, cameras=()) -> dict:
+    """The dataset features of a demo recording; ``cameras`` (PinholeCameras) add one video
+    feature each."""
+    from tasks.cameras import feature_key
+
     joints = list(model.joint_names)
     env_names = [f"{p}.{c}" for p in prop_names for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
-    return {"observation.state": {"dtype": "float32", "shape": [len(joints)], "names": joints},
-            "action": {"dtype": "float32", "shape": [len(joints)], "names": joints},
-            "observation.environment_state": {"dtype": "float32", "shape": [len(env_names)],
-                                              "names": env_names}}
+    out = {"observation.state": {"dtype": "float32", "shape": [len(joints)], "names": joints},
+           "action": {"dtype": "float32", "shape": [len(joints)], "names": joints},
+           "observation.environment_state": {"dtype": "float32", "shape": [len(env_names)],
+                                             "names": env_names}}
+    for c in cameras:
+        out[feature_key(c)] = {"dtype": "video", "shape": [int(c.height), int(c.width), 3],
+                               "names": ["height", "width", "channels"]}
+    return out
+
+
+def check_video_cameras(cameras) -> None:
+    """Recorded cameras are video features: PyAV must be installed and each side 32..16384 px."""
+    from caliper_jax.dataset.video import MAX_SIDE, MIN_SIDE, have_pyav
+
+    if not cameras:
+        return
+    for c in cameras:
+        if not (MIN_SIDE <= c.width <= MAX_SIDE and MIN_SIDE <= c.height <= MAX_SIDE):
+            raise CaliperError(f"camera {c.name!r} ({c.width}x{c.height}): recorded cameras are video "
+                               f"features, and libsvtav1 (lerobot's codec) needs {MIN_SIDE}..{MAX_SIDE} px "
+                               f"a side (e.g. {c.name}:{max(c.width, MIN_SIDE)}x{max(c.height, MIN_SIDE)})")
+    if not have_pyav():
+        raise CaliperError('recording cameras needs PyAV for the MP4 videos: pip install '
+                           '"caliper-jax[video]"')
 
 
 def task_text(task) -> str:
@@ -129,40 +163,64 @@ class DemoResult:
         return self.successes / self.episodes
 
 
-def record_demos(task, episodes: int, out, *, seed: int = 0, engine: str = "mujoco", num_envs: int = 4,
-                 randomization="default", progress=None, policy=None) -> DemoResult:
-    """Record ``episodes`` scripted demonstrations of ``task`` (a Task, file or zoo name) into a new
-    LeRobot v3 dataset at ``out`` (which must not exist or be an empty folder). ``policy``: as
-    :func:`run_episodes` (None: the scripted expert)."""
-    from caliper_jax.dataset import LeRobotWriter, tag_episode
-    from caliper_jax.dataset.atomic import write_atomic
-    from tasks.env import VecEnv
-
+def _check_out(out) -> Path:
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CaliperError(f"{out}: already exists and is not an empty folder (demos go into a new dataset)")
+    return out
+
+
+def record_demos(task, episodes: int, out, *, seed: int = 0, engine: str = "mujoco", num_envs: int = 4,
+                 randomization="default", progress=None, policy=None, cameras=()) -> DemoResult:
+    """Record ``episodes`` scripted demonstrations of ``task`` (a Task, file or zoo name) into a new
+    LeRobot v3 dataset at ``out`` (which must not exist or be an empty folder). ``policy``: as
+    :func:`run_episodes` (None: the scripted expert). ``cameras``: camera names (``"front"``,
+    ``"wrist:64x64"``) or named PinholeCameras recorded as video features (module doc)."""
+    from tasks.env import VecEnv
+
+    out = _check_out(out)
     kwargs = {} if randomization == "default" else {"randomization": randomization}
-    with VecEnv(task, num_envs, engine=engine, seed=seed, **kwargs) as env:
+    with VecEnv(task, num_envs, engine=engine, seed=seed, cameras=cameras or None, **kwargs) as env:
+        check_video_cameras(env.cameras)
         eps, expert = run_episodes(env, episodes, progress=progress, policy=policy)
-        ts = env.task_scene
-        record = run_record(env)
-        text = task_text(ts.task)
-        with LeRobotWriter(out, env.layout.fps, features(ts.model, env.layout.prop_names),
-                           robot_type=ts.model.name) as writer:
-            for ep in eps:
-                writer.add_frames({"observation.state": ep.state.astype(np.float32),
-                                   "action": ep.action.astype(np.float32),
-                                   "observation.environment_state": ep.env_state.astype(np.float32)})
-                writer.save_episode(task=text)
+        write_demos(env, eps, out, seed=seed)
+    return DemoResult(out, len(eps), sum(ep.success for ep in eps), sum(len(ep.state) for ep in eps),
+                      len(getattr(expert, "failed_plans", ())))
+
+
+def write_demos(env, eps, out, *, seed: int) -> Path:
+    """Write episodes ``eps`` (:func:`run_episodes` on ``env``, whose cameras they carry) as a new
+    LeRobot v3 dataset at ``out``: the frames, the success/failure tags and the sidecar (the
+    randomisation record; ``seed`` is the env's). Returns the dataset root."""
+    from caliper_jax.dataset import LeRobotWriter, tag_episode
+    from caliper_jax.dataset.atomic import write_atomic
+    from tasks.cameras import camera_record, feature_key
+
+    out = _check_out(out)
+    cams = tuple(getattr(env, "cameras", ()))
+    check_video_cameras(cams)
+    ts = env.task_scene
+    text = task_text(ts.task)
+    with LeRobotWriter(out, env.layout.fps, features(ts.model, env.layout.prop_names, cams),
+                       robot_type=ts.model.name) as writer:
+        for ep in eps:
+            columns = {"observation.state": ep.state.astype(np.float32),
+                       "action": ep.action.astype(np.float32),
+                       "observation.environment_state": ep.env_state.astype(np.float32)}
+            for c in cams:
+                columns[feature_key(c)] = ep.images[c.name]
+            writer.add_frames(columns)
+            writer.save_episode(task=text)
     for i, ep in enumerate(eps):
         tag_episode(out, i, add=["success" if ep.success else "failure"])
-    sidecar = {**record, "seed": int(seed), "engine": engine, "num_envs": int(num_envs),
+    sidecar = {**run_record(env), "seed": int(seed), "engine": env.engine, "num_envs": int(env.num_envs),
                "episodes": [{"episode_index": i, "world": ep.world, "world_episode": ep.index,
                              "success": ep.success, "length": len(ep.state), "randomization": ep.draws}
                             for i, ep in enumerate(eps)]}
+    if cams:
+        sidecar["cameras"] = [{**camera_record(c, ts.scene.mj), "feature": feature_key(c)} for c in cams]
     write_atomic(out / DEMOS_PATH, (json.dumps(sidecar, indent=1, sort_keys=True) + "\n").encode())
-    return DemoResult(out, len(eps), sum(ep.success for ep in eps), sum(len(ep.state) for ep in eps),
-                      len(getattr(expert, "failed_plans", ())))
+    return out
 
 
 def run_record(env) -> dict:
@@ -182,5 +240,5 @@ def run_record(env) -> dict:
             "versions": {"mujoco": mujoco.__version__, "jax": jax.__version__}}
 
 
-__all__ = ["DEMOS_FORMAT", "DEMOS_PATH", "DemoResult", "Episode", "env_features", "features", "record_demos",
-           "run_episodes", "run_record", "task_text"]
+__all__ = ["DEMOS_FORMAT", "DEMOS_PATH", "DemoResult", "Episode", "check_video_cameras", "env_features",
+           "features", "record_demos", "run_episodes", "run_record", "task_text", "write_demos"]

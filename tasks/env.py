@@ -32,6 +32,16 @@ One control tick, for all worlds at once:
    step: the returned observation is the new episode's first, ``info["final_obs"]`` the last
    observation before any reset (every world).
 
+Cameras (``cameras=``: names of :func:`tasks.cameras.scene_cameras` such as ``"front"`` or
+``"front:96x96"``, or :class:`caliper_jax.rays.PinholeCamera` s): after ``reset`` and every
+``step``, one jitted call renders every camera in every world with the JAX ray engine from the
+batch's current geom (and body) poses -- MuJoCo's ``geom_xpos``/``geom_xmat`` of each world, read
+like ``xpos``/``xmat`` -- into ``info["images"]`` = {name: (W, height, width, 3) uint8}, the frames
+of the returned observations (after an auto-reset: the new episode's first). ``info["final_images"]``
+holds the frames of ``info["final_obs"]``; on a tick where an episode ended the worlds are rendered
+twice (before and after the reset). Frozen worlds (``step(active=...)``) are rendered anyway, from
+their unchanged poses. The observation array stays the state vector.
+
 Reward: 1.0 on the tick success first fires (the tick that ends the episode), 0 otherwise.
 
 Randomisation: episode ``e`` of world ``w`` draws :func:`tasks.env_spec.draw` from
@@ -286,7 +296,9 @@ class VecEnv(EnvShapes):
     ``engine``: "mujoco" (CPU, MuJoCo's C batch) or "mjx" (returns a :class:`tasks.env_mjx.MjxEnv`,
     same NumPy face). ``seed``: base of every world's randomisation stream. ``randomization``: an
     :class:`tasks.env_spec.EnvRandomization` (default: its defaults), or None for none.
-    ``nthread``: MuJoCo threads including the caller's (None: one per CPU).
+    ``nthread``: MuJoCo threads including the caller's (None: one per CPU). ``cameras``: None, or
+    camera names (``"front"``, ``"wrist:64x48"``) / named :class:`caliper_jax.rays.PinholeCamera` s
+    rendered into ``info["images"]`` (module doc); ``self.cameras`` is the resolved tuple.
 
     Arrays: observations (W, obs_dim) float32 (layout: :func:`tasks.env_spec.observation`), actions
     (W, nq) joint position targets in the robot's independent coordinates, gripper included.
@@ -305,7 +317,7 @@ class VecEnv(EnvShapes):
 
     def __init__(self, task, num_envs: int, *, engine: str = "mujoco", seed: int = 0,
                  randomization: S.EnvRandomization | None = _DEFAULT_RANDOMIZATION,
-                 nthread: int | None = None):
+                 nthread: int | None = None, cameras=None):
         _check_args(num_envs, randomization, nthread, seed)
         self.engine = engine
         self.task_scene = ts = resolve_task(task)
@@ -321,6 +333,7 @@ class VecEnv(EnvShapes):
         self._host_tables(ts)
         self._open_batch(nthread)
         self._jit_functions(ts.model)
+        self._setup_cameras(cameras)
         self._seed = int(seed)
         self._started = False
         self._closed = False
@@ -394,6 +407,27 @@ class VecEnv(EnvShapes):
         self._draw = None if spec is None else _cached(scene, ("draw", spec, tuple(shapes.items())),
                                                        lambda: _draw_fn(spec, shapes))
         self._worlds = np.arange(W, dtype=np.int32)
+
+    def _setup_cameras(self, cameras) -> None:
+        """The cameras (:func:`tasks.cameras.resolve_cameras`), their renderer (one jitted call
+        for all worlds and cameras, shared by the envs of one built scene) and the batch views of
+        the pose fields it reads (bound before the first reset fills them)."""
+        from tasks.cameras import camera_renderer, pose_fields, resolve_cameras
+
+        self.cameras = cams = resolve_cameras(self.task_scene, cameras)
+        self._render = None
+        if not cams:
+            return
+        from caliper_jax.rays import scene_from_mujoco
+
+        scene = self.task_scene.scene
+        rays = _cached(scene, "ray_scene", lambda: scene_from_mujoco(self._mj))
+        self._render = _cached(scene, ("cameras", cams), lambda: camera_renderer(rays, cams))
+        self._pose_views = {k: self._batch.bind(k) for k in pose_fields(cams)}
+
+    def _images(self) -> dict:
+        """{camera: (W, height, width, 3) uint8} of every world's current poses (read-only)."""
+        return {k: np.asarray(v) for k, v in self._render(self._pose_views).items()}
 
     # ---- episode starts -------------------------------------------------------------------------
     def _redraw(self, ids: np.ndarray, given: dict | None = None) -> None:
@@ -532,7 +566,10 @@ class VecEnv(EnvShapes):
         self._reset_worlds(self._worlds.astype(np.int64), given)
         obs, _ = self._observe()
         W = self.num_envs
-        return obs, self._info(np.zeros(W, bool), np.zeros(W, np.int32))
+        info = self._info(np.zeros(W, bool), np.zeros(W, np.int32))
+        if self._render is not None:
+            info["images"] = self._images()
+        return obs, info
 
     # ---- ticks -----------------------------------------------------------------------------------
     def _read(self) -> dict:
@@ -656,13 +693,18 @@ class VecEnv(EnvShapes):
         ended = {"final_success": self._success & done, "final_return": np.where(done, self._return, 0.0),
                  "final_length": np.where(done, self._tick, 0)}
         final_obs = obs
+        final_images = images = None if self._render is None else self._images()
         if done.any():
             ids = np.flatnonzero(done)
             self._episode[ids] += 1
             self._reset_worlds(ids)
             obs, _ = self._observe()
+            if self._render is not None:
+                images = self._images()
         info = self._info(ended["final_success"], flags)
         info.update(final_obs=final_obs, unstable=unstable)
+        if self._render is not None:
+            info.update(images=images, final_images=final_images)
         info["episode"].update(ended)
         return obs, reward, fired, truncated, info
 

@@ -36,6 +36,15 @@ shared by envs of one built task); ``rollout(state, policy, ticks)`` and ``repla
 Every tick also computes each world's next-episode start (kinematics and draws) and selects it
 where the episode ended -- the price of a branch-free auto-reset.
 
+Cameras (``cameras=``, as the CPU engine's: names of :func:`tasks.cameras.scene_cameras` or
+named :class:`caliper_jax.rays.PinholeCamera` s) are rendered inside the jitted step by the JAX
+ray engine from each world's MJX ``geom_xpos``/``geom_xmat`` (``xpos``/``xmat`` for a camera on a
+body): ``State.info["images"]`` = {name: (W, height, width, 3) uint8} of the state's observation,
+``info["final_images"]`` of ``final_obs``, and :class:`Transition` ``.images`` (T, W, ...) the
+frames the policy saw, so they come out of the episode ``lax.scan``. Every tick then renders each
+camera twice per world (the stepped state and the next episode's start, branch-free like the
+reset itself); a rollout keeps T x W frames per camera in memory.
+
 Precision: the mjx.Model takes JAX's default float (build the env under ``jax.enable_x64(True)``
 for float64); the gate runs in the robot Model's dtype; observations are float32 on both engines.
 """
@@ -92,6 +101,7 @@ class Transition(NamedTuple):
     success: Any
     final_success: Any
     final_obs: Any
+    images: Any = None   # {camera: (T, W, height, width, 3) uint8} the frames of ``obs`` (None: no cameras)
 
 
 def _put_model(mj, impl):
@@ -109,14 +119,15 @@ class MjxEnv(EnvShapes):
 
     ``seed``: base of every world's randomisation stream. ``randomization``: an
     :class:`tasks.env_spec.EnvRandomization` (default: its defaults, as the CPU engine) or None.
-    ``nthread`` is the CPU engine's and is ignored here. Actions (W, nq) joint position targets;
+    ``nthread`` is the CPU engine's and is ignored here. ``cameras``: as the CPU engine's (module
+    doc; ``self.cameras`` the resolved tuple). Actions (W, nq) joint position targets;
     observations (W, obs_dim) float32."""
 
     engine = "mjx"
 
     def __init__(self, task, num_envs: int = 1, *, seed: int = 0,
                  randomization: S.EnvRandomization | None = _DEFAULT_RANDOMIZATION,
-                 nthread: int | None = None):
+                 nthread: int | None = None, cameras=None):
         _check_args(num_envs, randomization, nthread, seed)
         self.task_scene = ts = resolve_task(task)
         self.task = ts.task
@@ -127,11 +138,12 @@ class MjxEnv(EnvShapes):
         self._host_tables(ts)
         self._mx, self._d0 = _put_model(ts.scene.mj, ts.scene.mjcf.options.mjx_impl)
         self._device_tables()
+        self._setup_cameras(cameras)
         self.action_low = np.asarray(ts.model.qpos_lower, np.float32)
         self.action_high = np.asarray(ts.model.qpos_upper, np.float32)
         # One compilation each, shared by every MjxEnv of the same built scene, world count,
         # randomisation and precision (their tables are equal); a new key or draw never retraces.
-        key = ("mjx", self.num_envs, randomization, str(self._d0.qpos.dtype))
+        key = ("mjx", self.num_envs, randomization, str(self._d0.qpos.dtype), self.cameras)
         self._reset_jit, self.jit_step, self._rollout_jit, self._replay_jit = _cached(
             ts.scene, key, lambda: (jax.jit(self.reset_state), jax.jit(self.step_state),
                                     jax.jit(self._rollout, static_argnums=(1, 2)), jax.jit(self._replay)))
@@ -183,6 +195,25 @@ class MjxEnv(EnvShapes):
                           "actuator_biasprm", "gravity", "eq_data")}
         self._safety = safety_params(self.task_scene.model, 1.0 / self.layout.fps)
         self._gdtype = self.task_scene.model.dtype
+
+    def _setup_cameras(self, cameras) -> None:
+        """The resolved cameras (:func:`tasks.cameras.resolve_cameras`) and the scene's ray scene."""
+        from tasks.cameras import resolve_cameras
+
+        self.cameras = cams = resolve_cameras(self.task_scene, cameras)
+        self._rays = None
+        if cams:
+            from caliper_jax.rays import scene_from_mujoco
+
+            mj = self.task_scene.scene.mj
+            self._rays = _cached(self.task_scene.scene, "ray_scene", lambda: scene_from_mujoco(mj))
+
+    def _images(self, d) -> dict:
+        """{camera: (height, width, 3) uint8} of one world's MJX data ``d``."""
+        from caliper_jax.rays import render
+        from tasks.cameras import exclude_body
+
+        return {c.name: render(self._rays, c, d, exclude_body=exclude_body(c))["rgb"] for c in self.cameras}
 
     # ---- one world (vmapped by the pure functions below) -----------------------------------------
     def _draws(self, key, world, episode) -> dict:
@@ -263,6 +294,9 @@ class MjxEnv(EnvShapes):
         info = {"success": no, "final_success": no, "final_obs": jnp.zeros_like(obs),
                 "final_return": jnp.zeros((), f32), "final_length": jnp.zeros((), jnp.int32), "unstable": no,
                 "gate_flags": jnp.zeros((), jnp.int32), "randomization": draws}
+        if self.cameras:
+            info["images"] = self._images(d)
+            info["final_images"] = jax.tree_util.tree_map(jnp.zeros_like, info["images"])
         return State(data=d, model=leaves, safety=init_safety(s["q"].astype(self._gdtype), self.layout.nv),
                      held=held, success=no, tick=jnp.zeros((), jnp.int32),
                      episode=jnp.asarray(episode, jnp.int32), ret=jnp.zeros((), f32), pos0=s["pos"], obs=obs,
@@ -313,14 +347,18 @@ class MjxEnv(EnvShapes):
         ret = w.ret + reward
         truncated = ~fired & ((tick >= L.horizon) | unstable)
         done = fired | truncated
+        final_images = self._images(d) if self.cameras else None
         stepped = w._replace(data=d, model=leaves, safety=safety, held=held, success=success, tick=tick,
-                             ret=ret, obs=obs, key=None)
+                             ret=ret, obs=obs, key=None,
+                             info=dict(w.info, images=final_images) if self.cameras else w.info)
         fresh = self._reset_world(key, world, w.episode + 1)
         nxt = jax.tree_util.tree_map(lambda a, b: jnp.where(done, a, b), fresh, stepped)
         info = dict(nxt.info, final_success=success & done, final_obs=obs,
                     final_return=jnp.where(done, ret, 0.0).astype(jnp.float32),
                     final_length=jnp.where(done, tick, 0).astype(jnp.int32), unstable=unstable,
                     gate_flags=jnp.asarray(warn.flags, jnp.int32))
+        if self.cameras:
+            info["final_images"] = final_images
         info["success"] = nxt.success
         return nxt._replace(reward=reward, terminated=fired, truncated=truncated, info=info)
 
@@ -368,7 +406,7 @@ class MjxEnv(EnvShapes):
             a = act(s.obs, x)
             n = self.step_state(s, a)
             return n, Transition(s.obs, a, n.reward, n.terminated, n.truncated, n.info["success"],
-                                 n.info["final_success"], n.info["final_obs"])
+                                 n.info["final_success"], n.info["final_obs"], s.info.get("images"))
         return jax.lax.scan(body, state, xs, length=length)
 
     def _rollout(self, state, policy, ticks):
@@ -432,6 +470,8 @@ class MjxEnv(EnvShapes):
         i = st.info
         info["final_obs"] = np.asarray(i["final_obs"])
         info["unstable"] = np.asarray(i["unstable"])
+        if self.cameras:
+            info["final_images"] = {k: np.asarray(v) for k, v in i["final_images"].items()}
         info["episode"].update(final_success=np.asarray(i["final_success"]),
                                final_return=np.asarray(i["final_return"], np.float64),
                                final_length=np.asarray(i["final_length"]))
@@ -440,11 +480,14 @@ class MjxEnv(EnvShapes):
 
     def _host_info(self, st: State) -> dict:
         i = st.info
-        return {"success": np.asarray(i["success"]), "final_success": np.asarray(i["final_success"]),
-                "held": np.asarray(st.held), "gate_flags": np.asarray(i["gate_flags"]),
-                "randomization": {k: np.asarray(v) for k, v in i["randomization"].items()},
-                "episode": {"index": np.asarray(st.episode), "tick": np.asarray(st.tick),
-                            "return": np.asarray(st.ret, np.float64)}}
+        out = {"success": np.asarray(i["success"]), "final_success": np.asarray(i["final_success"]),
+               "held": np.asarray(st.held), "gate_flags": np.asarray(i["gate_flags"]),
+               "randomization": {k: np.asarray(v) for k, v in i["randomization"].items()},
+               "episode": {"index": np.asarray(st.episode), "tick": np.asarray(st.tick),
+                           "return": np.asarray(st.ret, np.float64)}}
+        if self.cameras:
+            out["images"] = {k: np.asarray(v) for k, v in i["images"].items()}
+        return out
 
     # ---- lifecycle -----------------------------------------------------------------------------------
     def _check_open(self) -> None:

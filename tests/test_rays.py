@@ -247,10 +247,14 @@ def test_bvh_mesh_matches_mujoco_and_brute_force():
 
 
 def test_unsupported_geom_type_is_a_clear_error():
+    # SDF geoms (here MuJoCo's torus plugin) are the one geom type the engine does not cast against
     m = mujoco.MjModel.from_xml_string(
-        '<mujoco><asset><hfield name="h" nrow="2" ncol="2" size="1 1 1 0.1"/></asset>'
-        '<worldbody><geom name="terrain" type="hfield" hfield="h"/></worldbody></mujoco>')
-    with pytest.raises(CaliperError, match="terrain.*not supported"):
+        '<mujoco><extension><plugin plugin="mujoco.sdf.torus"><instance name="torus">'
+        '<config key="radius1" value="0.35"/><config key="radius2" value="0.15"/></instance></plugin>'
+        '</extension><asset><mesh name="torus"><plugin instance="torus"/></mesh></asset>'
+        '<worldbody><geom name="donut" type="sdf" mesh="torus"><plugin instance="torus"/></geom>'
+        '</worldbody></mujoco>')
+    with pytest.raises(CaliperError, match="donut.*not supported"):
         scene_from_mujoco(m)
     with pytest.raises(CaliperError, match="fovy"):
         PinholeCamera(fovy=200.0)
@@ -392,6 +396,8 @@ def test_vmap_over_worlds_and_blocked_worlds():
     np.testing.assert_allclose(np.asarray(blocked["depth"]), depth, rtol=1e-5)
 
 
+# slow (~9 s): test_mesh_gradient_is_finite keeps a gradient through the cast in the default run
+@pytest.mark.slow
 def test_depth_gradient_wrt_poses_is_finite():
     scene, cam, xpos, xmat = _three_worlds()
 

@@ -120,8 +120,12 @@ CASES: dict[str, Case] = {
     "task witness": Case(("task", "witness", "lift-cube")),
     "task demo": Case(("task", "demo", "lift-cube", "--episodes", "1", "--worlds", "1",
                        "--out", "{tmp}/demos")),
+    "task demo --camera": Case(("task", "demo", "lift-cube", "--episodes", "1", "--worlds", "1",
+                                "--camera", "front:32x32", "--out", "{tmp}/demos")),
     "task resim": Case(("task", "resim", "{demos}", "--episode", "1")),
     "task rollout": Case(("task", "rollout", "lift-cube", "--episodes", "1", "--worlds", "1")),
+    "render": Case(("render", "lift-cube", "--camera", "front:48x48", "--out", "{tmp}/r.png", "--depth",
+                    "{tmp}/d.png", "--segmentation", "{tmp}/s.png")),
     # "{demos}": two scripted lift-cube demos; "{ckpt}": a tiny policy trained on them (built once)
     "learn train": Case(("learn", "train", "{demos}", "--out", "{tmp}/run", "--steps", "5",
                          "--train-config", '{"eval_every": 5, "log_every": 5, "warmup": 1}',
@@ -133,6 +137,7 @@ CASES: dict[str, Case] = {
     "learn debug": Case(("learn", "debug", "{ckpt}", "--dataset", "{demos}", "--probes", "4"), rc=(0, 1)),
     "learn autopsy": Case(("learn", "autopsy", "{ckpt}", "{demos}", "--task", "lift-cube", "--episodes", "1"),
                           rc=(0, 1)),
+    "terrain run": Case(("terrain", "run", "--scene", "flat", "--frames", "2", "--out", "{tmp}/terrain")),
     # bad input under --json: the error report (skipped while errors are plain text)
     "error": Case(("fk", "nosuchbot"), rc=(2,)),
 }

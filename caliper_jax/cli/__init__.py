@@ -39,12 +39,15 @@ SUBCOMMAND_MODULES = (
     "caliper_jax.cli.contact",
     "caliper_jax.cli.task",
     "caliper_jax.cli.learn",
+    "caliper_jax.cli.terrain",
+    "caliper_jax.cli.render",
 )
 
 # Commands that can take more than a couple of seconds (compiling, long rollouts): a stage line
 # with a spinner and the elapsed time on stderr while they run (a TTY only; see caliper_jax.progress).
 STAGED = frozenset({"demo", "sim", "fk", "ik", "analyze", "calibrate", "move", "report", "check", "plan",
-                    "trajopt", "control", "record", "contact-sim", "contact-lint", "mjcf", "task", "learn"})
+                    "trajopt", "control", "record", "contact-sim", "contact-lint", "mjcf", "task", "learn",
+                    "terrain"})
 
 
 # Command groups that never import JAX (no compilation cache to set up, no JAX import to pay for),

@@ -7,6 +7,7 @@ import numpy as np
 
 from caliper_jax.cli import runtime
 from caliper_jax.cli.common import at_least, budget, emit, seed
+from caliper_jax.errors import CaliperError
 
 
 def register(subparsers) -> None:
@@ -33,6 +34,9 @@ def register(subparsers) -> None:
         p = add(name, handler, text)
         if name == "demo":
             p.add_argument("--out", required=True, metavar="DATASET", help="a new dataset folder")
+            p.add_argument("--camera", action="append", default=[], metavar="NAME[:WxH]",
+                           help="record a camera (front, side, top, wrist; size default 96x96, at least "
+                                "32x32) as the video feature observation.images.NAME (repeatable)")
         else:
             p.add_argument("--policy", choices=("scripted",), default="scripted",
                            help="the policy (scripted: the task's scripted expert)")
@@ -170,6 +174,29 @@ def _episodes_args(args, task) -> tuple[int, int, int]:
     return episodes, worlds, seed(args.seed)
 
 
+def _demo_cameras(args, task, episodes: int, worlds: int) -> list[tuple[str, int, int]]:
+    """The ``--camera`` flags -> [(name, width, height)], checked (names, sizes, repeats, PyAV and
+    the memory of the frames held until the dataset is written) before anything is built."""
+    from caliper_jax.cli.common import memory_budget
+    from caliper_jax.dataset.video import MAX_SIDE, MIN_SIDE, have_pyav
+    from tasks.cameras import NAMES, parse_camera
+    from tasks.env_spec import DEFAULT_FPS, DEFAULT_HORIZON_S
+
+    cams = [parse_camera(text, NAMES) for text in args.camera]
+    for (n, w, h), text in zip(cams, args.camera, strict=True):
+        if not (MIN_SIDE <= w <= MAX_SIDE and MIN_SIDE <= h <= MAX_SIDE):
+            raise CaliperError(f"--camera {text!r}: cameras are recorded as video (libsvtav1, lerobot's "
+                               f"codec), which needs {MIN_SIDE}..{MAX_SIDE} px a side")
+        if [c[0] for c in cams].count(n) > 1:
+            raise CaliperError(f"--camera {text!r}: camera {n!r} is given twice")
+    if cams and not have_pyav():
+        raise CaliperError('--camera: recording video needs PyAV: pip install "caliper-jax[video]"')
+    ticks = round((task.horizon_s or DEFAULT_HORIZON_S) * (task.fps or DEFAULT_FPS))
+    memory_budget(-(-episodes // worlds) * worlds * ticks * sum(w * h * 3 for _, w, h in cams),
+                  "--camera frames held until the dataset is written (episodes x ticks x pixels x 3)")
+    return cams
+
+
 def _progress_bar(total: int, desc: str):
     from caliper_jax import progress
 
@@ -184,16 +211,22 @@ def cmd_demo(args) -> int:
 
     t = _load(args.task)
     episodes, worlds, s = _episodes_args(args, t)
+    cameras = _demo_cameras(args, t, episodes, worlds)
     bar, tick = _progress_bar(episodes, f"demo {t.name}")
     with bar, runtime.partial_output(args.out, cleanup=lambda: recover(args.out)):
         res = record_demos(t, episodes, args.out, seed=s, engine=args.engine, num_envs=worlds,
-                           randomization="default" if args.randomize else None, progress=tick)
+                           randomization="default" if args.randomize else None, progress=tick,
+                           cameras=[f"{n}:{w}x{h}" for n, w, h in cameras])
     report = {"task": t.name, "out": str(res.root), "episodes": res.episodes, "successes": res.successes,
               "success_rate": res.success_rate, "frames": res.frames, "failed_plans": res.failed_plans,
-              "seed": s, "worlds": worlds, "engine": args.engine}
+              "seed": s, "worlds": worlds, "engine": args.engine,
+              "cameras": [{"name": n, "width": w, "height": h, "feature": f"observation.images.{n}"}
+                          for n, w, h in cameras]}
     emit(args, report, f"{t.name}: recorded {res.episodes} scripted episode(s), {res.frames} frames, into "
                        f"{res.root}\n  success {res.successes}/{res.episodes}"
-                       + (f"; {res.failed_plans} episode(s) had no plan" if res.failed_plans else ""))
+                       + (f"; {res.failed_plans} episode(s) had no plan" if res.failed_plans else "")
+                       + "".join(f"\n  camera {n} {w}x{h}: video feature observation.images.{n}"
+                                 for n, w, h in cameras))
     return 0 if res.successes == res.episodes else 1
 
 

@@ -1,5 +1,6 @@
-"""A batched ray engine in JAX: ray casts against a MuJoCo model's geoms, pinhole cameras
-(depth, segmentation, normals, shaded RGB), depth noise and LiDAR patterns.
+"""A batched ray engine in JAX: ray casts against a MuJoCo model's geoms (height fields included:
+``caliper_jax.rays.hfield``), pinhole cameras (depth, segmentation, normals, shaded RGB), depth noise
+and LiDAR patterns.
 
 One implementation serves every ray sensor (``mjx_backend.sensors`` is a face over it). See
 ``docs/rays.md`` for frames, conventions and parity/benchmark figures.

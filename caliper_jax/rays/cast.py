@@ -4,7 +4,9 @@ Pure JAX, one instance per call (vmap over worlds and cameras; usable inside an 
 Each geom type is intersected as one ``(geoms of that type x rays)`` elementwise array op in the
 geoms' local frames, components first and rays on the minor axis (what XLA's CPU backend
 vectorises); the candidates are concatenated and reduced with ``argmin`` over geoms, and the
-winner's normal and id are picked with a chain of selects (no scattered gathers).
+winner's normal and id are picked with a chain of selects (no scattered gathers). Height fields
+(:mod:`caliper_jax.rays.hfield`) come last: their walk stops at the nearest hit of every other
+geom and at ``max_range``, so a field behind a box or beyond the range costs nothing.
 
 Selection follows ``mj_ray``/``mj_multiRay`` with ``flg_static=1``: a geom is skipped when its body
 is ``exclude_body``, when its colour's alpha is 0, or when ``geomgroup`` is given and the geom's
@@ -24,8 +26,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from caliper_jax.rays import hfield as _hfield
 from caliper_jax.rays import mesh as _mesh
-from caliper_jax.rays.primitives import MESH, PRIMITIVES, local_normal
+from caliper_jax.rays.primitives import HFIELD, MESH, PRIMITIVES, local_normal
 from caliper_jax.rays.scene import RayScene
 
 
@@ -87,8 +90,9 @@ def _once(x):
     return x / (1 + 0 * jnp.minimum(jnp.abs(x), 1))
 
 
-def _block(scene, code, idx, oT, dT, xpos, xmat, size, dtype):
-    """One geom type: t (G, R) and, for meshes, the triangle hit (G, R) (else None)."""
+def _block(scene, code, idx, oT, dT, xpos, xmat, size, dtype, t_limit=None):
+    """One geom type: t (G, R) and, for meshes, the triangle hit (G, R), for height fields the
+    local normals (G, 3, R) (else None). ``t_limit`` (R,): height fields search no further."""
     p = xpos[idx]                                   # (G, 3)
     Rm = xmat[idx]                                  # (G, 3, 3)
     diff = [oT[k][None, :] - p[:, k, None] for k in range(3)]
@@ -97,6 +101,8 @@ def _block(scene, code, idx, oT, dT, xpos, xmat, size, dtype):
     ld = [sum(dT[k][None, :] * Rm[:, k, j, None] for k in range(3)) for j in range(3)]
     if code == MESH:
         return _cast_meshes(scene, idx, jnp.stack(lo, -1), jnp.stack(ld, -1), dtype)
+    if code == HFIELD:
+        return _cast_hfields(scene, idx, lo, ld, dtype, t_limit)
     sz = [size[idx, i][:, None] for i in range(3)]
     return PRIMITIVES[code](lo, ld, sz), None
 
@@ -114,12 +120,20 @@ def _cast(scene: RayScene, geom_xpos, geom_xmat, origins, dirs, max_range, exclu
     oT = jnp.broadcast_to(jnp.asarray(origins, dtype).reshape(-1, 3).T, dT.shape)
     size = jnp.asarray(scene.geom_size, dtype)
     vis = _visible(scene, dtype, exclude_body, geomgroup)
-    ts, order, mesh_tri, mesh_col = [], [], None, 0
-    for code, ids in scene.type_ids:
+    ts, order, mesh_tri, mesh_col, hf_n, hf_col = [], [], None, 0, None, 0
+    # height fields last: their walk stops at the nearest hit of every other geom (and max_range)
+    for code, ids in sorted(scene.type_ids, key=lambda c: c[0] == HFIELD):
         idx = np.asarray(ids)
-        t, tri = _block(scene, code, idx, oT, dT, xpos, xmat, size, dtype)
+        limit = None
+        if code == HFIELD:
+            limit = jnp.full((nray,), max_range, dtype)
+            if ts:
+                limit = jnp.minimum(limit, jnp.min(jnp.concatenate(ts, axis=0), axis=0))
+        t, extra = _block(scene, code, idx, oT, dT, xpos, xmat, size, dtype, limit)
         if code == MESH:
-            mesh_tri, mesh_col = tri, len(order)
+            mesh_tri, mesh_col = extra, len(order)
+        if code == HFIELD:
+            hf_n, hf_col = extra, len(order)
         ts.append(jnp.where(vis[idx][:, None], t, jnp.inf))
         order.extend(ids)
     if not ts:
@@ -146,6 +160,9 @@ def _cast(scene: RayScene, geom_xpos, geom_xmat, origins, dirs, max_range, exclu
             tri = _pick_rows(jnp.clip(k - mesh_col, 0, mesh_tri.shape[0] - 1), mesh_tri[:, None])[0]
             tn = jnp.asarray(scene.bvh_tri_normal, dtype)[jnp.clip(tri, 0)]
             n = [tn[:, i] for i in range(3)]
+        elif code == HFIELD:
+            hn = _pick_rows(jnp.clip(k - hf_col, 0, hf_n.shape[0] - 1), hf_n)
+            n = [hn[i] for i in range(3)]
         else:
             n = local_normal(code, pl, sz)
         nl = n if nl is None else [jnp.where(gtype == code, n[i], nl[i]) for i in range(3)]
@@ -164,6 +181,25 @@ def cast_rays(scene: RayScene, geom_xpos, geom_xmat, origins, dirs, *, max_range
                                    geomgroup)
     geom = jnp.where(jnp.isfinite(dist), pick(k, order[None])[0], -1).astype(jnp.int32)
     return Hits(dist, geom, normal.T)
+
+
+def _cast_hfields(scene, idx, lo, ld, dtype, t_limit):
+    """Height-field geoms ``idx``: local rays (lists of 3 arrays (G, R)) -> (t (G, R), local normals
+    (G, 3, R)); each field is walked up to ``t_limit`` (R,) (:mod:`caliper_jax.rays.hfield`)."""
+    layout = {g[0]: g for g in scene.hfield_geoms}
+    cells = jnp.asarray(scene.hfield_cells, dtype)
+    planes = jnp.asarray(scene.hfield_planes, dtype)
+    ts, ns = [], []
+    for row, gid in enumerate(np.asarray(idx).tolist()):
+        _, k, nrow, ncol, cadr, padr, loff, lnx = layout[gid]
+        nc, npl = (nrow - 1) * (ncol - 1), loff[-1] + 1
+        t, n = _hfield.ray_hfield([a[row] for a in lo], [a[row] for a in ld],
+                                  jnp.asarray(scene.hfield_size[k], dtype), cells[cadr:cadr + nc],
+                                  planes[padr:padr + npl], jnp.asarray(scene.hfield_slope[k], dtype),
+                                  nrow=nrow, ncol=ncol, level_offset=loff, level_nx=lnx, t_limit=t_limit)
+        ts.append(t)
+        ns.append(jnp.stack(n))
+    return jnp.stack(ts), jnp.stack(ns)
 
 
 def _cast_meshes(scene, idx, lo, ld, dtype):

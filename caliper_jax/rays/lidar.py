@@ -21,15 +21,37 @@ def _sph(az, el):
     return np.stack([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)], axis=-1)
 
 
-def spinning_pattern(n_rings: int = 16, vfov=(-15.0, 15.0), n_azimuth: int = 360, tilt: float = 0.0):
+#: elevation tables (degrees, low to high) of common spinning units, from their data sheets:
+#: Velodyne VLP-32C (non-uniform, dense near the horizon), Velodyne HDL-64E (two blocks of 32:
+#: +2 to -8.33 at 1/3 degree, -8.83 to -24.33 at 1/2 degree) and Ouster OS1-128 (45 degrees, uniform)
+ELEVATIONS = {
+    "vlp32": (-25.0, -15.639, -11.31, -8.843, -7.254, -6.148, -5.333, -4.667, -4.0, -3.667, -3.333,
+              -3.0, -2.667, -2.333, -2.0, -1.667, -1.333, -1.0, -0.667, -0.333, 0.0, 0.333, 0.667,
+              1.0, 1.333, 1.667, 2.333, 3.333, 4.667, 7.0, 10.333, 15.0),
+    "hdl64": tuple(np.round(np.concatenate([np.linspace(-24.33, -8.83, 32), np.linspace(-8.33, 2.0, 32)]),
+                            4).tolist()),
+    "os128": tuple(np.round(np.linspace(-22.5, 22.5, 128), 4).tolist()),
+}
+#: beams per revolution of those units at 10 Hz
+AZIMUTHS = {"vlp32": 1800, "hdl64": 2048, "os128": 1024}
+
+
+def spinning_pattern(n_rings: int = 16, vfov=(-15.0, 15.0), n_azimuth: int = 360, tilt: float = 0.0,
+                     elevations=None):
     """A spinning multi-ring LiDAR: ``n_rings`` elevations evenly over ``vfov`` (degrees, low,
-    high), ``n_azimuth`` beams per ring over 360 degrees; ``tilt`` (degrees) pitches the spin axis
-    about the sensor's +y axis. Returns (n_rings, n_azimuth, 3)."""
+    high), or the given ``elevations`` (degrees, e.g. ``ELEVATIONS["vlp32"]``; then ``n_rings`` and
+    ``vfov`` are ignored), ``n_azimuth`` beams per ring over 360 degrees; ``tilt`` (degrees)
+    pitches the spin axis about the sensor's +y axis (positive: +x towards -z, i.e. down).
+    Returns (n_rings, n_azimuth, 3)."""
+    if elevations is not None:
+        el = np.radians(np.asarray(elevations, dtype=np.float64).reshape(-1))
+        n_rings = el.size
     if n_rings < 1 or n_azimuth < 1:
         raise CaliperError(f"spinning_pattern: n_rings and n_azimuth must be >= 1, "
                            f"got {n_rings}, {n_azimuth}")
     lo, hi = (float(x) for x in vfov)
-    el = np.radians(np.linspace(lo, hi, n_rings) if n_rings > 1 else np.array([0.5 * (lo + hi)]))
+    if elevations is None:
+        el = np.radians(np.linspace(lo, hi, n_rings) if n_rings > 1 else np.array([0.5 * (lo + hi)]))
     az = np.linspace(0.0, 2.0 * np.pi, n_azimuth, endpoint=False)
     A, E = np.meshgrid(az, el)
     dirs = _sph(A, E)
