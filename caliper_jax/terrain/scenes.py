@@ -332,10 +332,10 @@ def _steps():
                                             ("step_half_width", STEP_HALF_WIDTH)))
 
 
-_BOXES = (_Box((1.20, 0.60), (0.30, 0.20), 0.15),
+_BOXES = (_Box((1.20, 0.60), (0.28, 0.20), 0.15),
           _Box((-1.00, 1.20), (0.25, 0.25), 0.25, 30.0),
           _Box((0.40, -1.40), (0.40, 0.20), 0.10),
-          _Box((-1.60, -0.80), (0.20, 0.30), 0.30),
+          _Box((-1.60, -0.80), (0.20, 0.28), 0.30),
           _Box((2.00, -0.40), (0.16, 0.16), 0.20))
 
 
@@ -361,7 +361,7 @@ def _gap():
     return scene
 
 
-WALL_X0, WALL_X1, WALL_HALF_LENGTH, WALL_HEIGHT = 1.60, 1.80, 1.50, 0.50
+WALL_X0, WALL_X1, WALL_HALF_LENGTH, WALL_HEIGHT = 1.60, 1.80, 1.52, 0.50
 
 
 def _wall():
@@ -372,7 +372,7 @@ def _wall():
 _MIXED_PRODUCT = (0.025, 2 * math.pi / 3.0, 2 * math.pi / 2.6, 0.0)
 _MIXED_WAVES = ((0.015, 2 * math.pi / 1.9, -2 * math.pi / 1.9, 0.7),)
 RAMP_Y0, RAMP_Y1, RAMP_RISE = 1.0, 2.0, 0.12
-_MIXED_BOXES = (_Box((-1.20, -0.80), (0.30, 0.25), 0.20),
+_MIXED_BOXES = (_Box((-1.20, -0.80), (0.28, 0.24), 0.20),
                 _Box((1.80, -1.00), (0.60, 0.60), 0.15))
 
 
