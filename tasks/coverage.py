@@ -479,15 +479,7 @@ def _write(reader: LeRobotReader, out: Path, planned: list[np.ndarray], has_acti
     if tmp.exists():
         shutil.rmtree(tmp)
     try:
-        with LeRobotWriter(
-            tmp,
-            info["fps"],
-            user,
-            robot_type=info.get("robot_type"),
-            chunks_size=info.get("chunks_size", fmt.CHUNKS_SIZE),
-            data_files_size_in_mb=info.get("data_files_size_in_mb", fmt.DATA_FILES_SIZE_IN_MB),
-            video_files_size_in_mb=info.get("video_files_size_in_mb", fmt.VIDEO_FILES_SIZE_IN_MB),
-        ) as writer:
+        with LeRobotWriter.like(tmp, info) as writer:
             for ep in range(reader.num_episodes):
                 arrays = reader.episode(ep, list(user) + ["task_index"], decode_images=False)
                 writer.add_frames({k: arrays[k] for k in user})

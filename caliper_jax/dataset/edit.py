@@ -37,15 +37,7 @@ def _rewrite(src: LeRobotReader, plan: Plan) -> dict:
     info = src.info
     user = {k: f for k, f in src.features.items() if k not in fmt.DEFAULT_FEATURES}
     tmp = edit_dir(src.root)
-    with LeRobotWriter(
-        tmp,
-        info["fps"],
-        user,
-        robot_type=info.get("robot_type"),
-        chunks_size=info.get("chunks_size", fmt.CHUNKS_SIZE),
-        data_files_size_in_mb=info.get("data_files_size_in_mb", fmt.DATA_FILES_SIZE_IN_MB),
-        video_files_size_in_mb=info.get("video_files_size_in_mb", fmt.VIDEO_FILES_SIZE_IN_MB),
-    ) as writer:
+    with LeRobotWriter.like(tmp, info) as writer:
         for segments, _ in plan:
             tasks: list[str] = []
             for ep, lo, hi in segments:

@@ -92,6 +92,16 @@ class LeRobotWriter:
         self._closed = False
         self._reset_buffer()
 
+    @classmethod
+    def like(cls, root, info: dict) -> LeRobotWriter:
+        """A new dataset at ``root`` shaped like the one ``info`` (its info.json) describes: the
+        same fps, user features, robot type, chunk size and file-size limits."""
+        user = {k: f for k, f in info["features"].items() if k not in fmt.DEFAULT_FEATURES}
+        return cls(root, info["fps"], user, robot_type=info.get("robot_type"),
+                   chunks_size=info.get("chunks_size", fmt.CHUNKS_SIZE),
+                   data_files_size_in_mb=info.get("data_files_size_in_mb", fmt.DATA_FILES_SIZE_IN_MB),
+                   video_files_size_in_mb=info.get("video_files_size_in_mb", fmt.VIDEO_FILES_SIZE_IN_MB))
+
     # -- opening ---------------------------------------------------------------------------
     def _reopen(self, fps, features) -> None:
         recover(self.root)
