@@ -165,7 +165,7 @@ class CoverageReport:
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError:
-            raise CaliperError("--plot needs matplotlib (pip install matplotlib)") from None
+            raise CaliperError('--plot needs matplotlib (pip install "caliper-jax[plot]")') from None
         path = Path(path)
         shares = [c / np.maximum(c.sum(axis=1, keepdims=True), 1) for c in (self.counts_before,
                                                                               self.counts_after)]

@@ -177,8 +177,11 @@ def triptych(truth, estimate, path, title: str = "", *, valid=None, xs=None, ys=
     axes in metres; ``center_xy`` and ``radius`` draw the scoring circle. Heights share one colour
     scale; the error scale is symmetric. Deterministic: no timestamp in the file.
     """
-    import matplotlib
-    from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global figure state
+    try:
+        import matplotlib
+        from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global figure state
+    except ImportError:
+        raise CaliperError('triptychs need matplotlib (pip install "caliper-jax[plot]")') from None
 
     tru = np.asarray(truth, np.float64)
     est = np.asarray(estimate, np.float64)

@@ -16,6 +16,7 @@ measured separately (the harness is the one place here that reads a clock).
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import time
 from pathlib import Path
@@ -241,7 +242,7 @@ def run(scene_name: str, *, sensor="camera", trajectory: str = "spin", frames: i
     t5 = time.perf_counter()
 
     image = None
-    if out is not None:
+    if out is not None and importlib.util.find_spec("matplotlib") is not None:   # else no PNG: image None
         path = Path(out) / f"{scene_name}_{kind}.png"
         title = (f"{scene_name} / {kind} / {trajectory} x{frames}: coverage {score['coverage']:.1%}, "
                  f"rmse {score['rmse']:.4f} m")
