@@ -138,6 +138,11 @@ CASES: dict[str, Case] = {
     "learn autopsy": Case(("learn", "autopsy", "{ckpt}", "{demos}", "--task", "lift-cube", "--episodes", "1"),
                           rc=(0, 1)),
     "terrain run": Case(("terrain", "run", "--scene", "flat", "--frames", "2", "--out", "{tmp}/terrain")),
+    "graph check": Case(("graph", "check", "fk_movej")),
+    "graph run": Case(("graph", "run", "fk_movej", "--out", "{tmp}/g"), ("outputs", "outputs.*")),
+    "graph list": Case(("graph", "list"), ("examples", "node_types", "node_types.*.inputs",
+                                            "node_types.*.outputs", "node_types.*.params")),
+    "studio": Case(("studio", "gripper_arm", "--once")),
     # bad input under --json: the error report (skipped while errors are plain text)
     "error": Case(("fk", "nosuchbot"), rc=(2,)),
 }

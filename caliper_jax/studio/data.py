@@ -1,0 +1,256 @@
+"""Data panel: open a LeRobot v3 dataset, list its episodes, plot one feature of one episode, run
+the dataset doctor and jump to each finding's episode and frame; an episode's
+``observation.state`` replays on the robot when its width matches the robot's coordinates.
+Engine calls only: :class:`caliper_jax.dataset.LeRobotReader`, :func:`doctors.dataset.diagnose`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from caliper_jax.errors import CaliperError
+
+MAX_TABLE_ROWS = 50
+MAX_FINDING_BUTTONS = 25
+STATE_KEY = "observation.state"
+
+
+class DataPanel:
+    """The Data tab. Python API: ``open(root)``, ``select(episode, frame, feature, dim)``,
+    ``run_doctor()``, ``jump(i)`` (to finding i)."""
+
+    def __init__(self, app, tab, dataset=None):
+        self.app, self.tab = app, tab
+        self.reader = None
+        self.report = None
+        self.episode = self.frame = 0
+        self.feature, self.dim = None, 0
+        self.jumped = None
+        self._buttons = []
+        self._syncing = False
+        gui = app.server.gui
+        with tab:
+            self.root = gui.add_text("Dataset folder", "" if dataset is None else str(dataset))
+            gui.add_button("Open dataset").on_click(self._gui(lambda: self.open(self.root.value)))
+            self.summary = gui.add_markdown("No dataset open.")
+            self.ep_in = gui.add_number("Episode", 0, min=0, step=1)
+            self.ep_in.on_update(
+                self._gui(
+                    lambda: None if self._syncing else self.select(episode=int(self.ep_in.value), frame=0)
+                )
+            )
+            self.feat_in = gui.add_dropdown("Feature", ("-",))
+            self.feat_in.on_update(
+                self._gui(lambda: None if self._syncing else self.select(feature=self.feat_in.value))
+            )
+            self.dim_in = gui.add_number("Dimension", 0, min=0, step=1)
+            self.dim_in.on_update(
+                self._gui(lambda: None if self._syncing else self.select(dim=int(self.dim_in.value)))
+            )
+            self.frame_in = gui.add_slider("Frame", min=0, max=1, step=1, initial_value=0)
+            self.frame_in.on_update(
+                self._gui(lambda: None if self._syncing else self.select(frame=int(self.frame_in.value)))
+            )
+            self.plot = None
+            gui.add_button("Run dataset doctor").on_click(self._gui(self.run_doctor))
+            self.doctor_md = gui.add_markdown("")
+            self.findings_folder = gui.add_folder("Doctor findings")
+            self.table = gui.add_markdown("")
+        if dataset is not None:
+            self.open(dataset)
+
+    def _gui(self, fn):
+        def cb(_event):
+            try:
+                fn()
+            except CaliperError as exc:
+                self.summary.content = f"error: {exc}"
+
+        return cb
+
+    # ---- actions ---------------------------------------------------------------------------------------
+    def open(self, root) -> dict:
+        """Open the dataset at ``root``: episode table, first episode selected."""
+        from caliper_jax.dataset import LeRobotReader
+
+        if not str(root).strip():
+            raise CaliperError("dataset folder: give a LeRobot v3 dataset root")
+        reader = LeRobotReader(Path(str(root)))
+        self.reader, self.report = reader, None
+        self._clear_findings()
+        self.doctor_md.content = ""
+        keys = [
+            k
+            for k in reader.data_keys()
+            if np.issubdtype(np.dtype(reader.features[k]["dtype"]), np.number)
+            and k not in ("index", "episode_index", "frame_index", "task_index")
+        ] or reader.data_keys()
+        self.keys = keys
+        self.root.value = str(root)
+        self.summary.content = (
+            f"`{reader.root.name}`: {reader.num_episodes} episode(s), {reader.num_frames} frames, "
+            f"{reader.fps} fps"
+        )
+        self._syncing = True
+        try:
+            self.feat_in.options = tuple(keys)
+            self.feat_in.value = STATE_KEY if STATE_KEY in keys else keys[0]
+            self.ep_in.max = max(reader.num_episodes - 1, 0)
+        finally:
+            self._syncing = False
+        self.feature = self.feat_in.value
+        self.select(episode=0, frame=0, feature=self.feature, dim=0)
+        return self.state()
+
+    def _need(self):
+        if self.reader is None:
+            raise CaliperError("no dataset open")
+        return self.reader
+
+    def select(self, episode=None, frame=None, feature=None, dim=None) -> None:
+        """Select episode / frame / feature / dimension: plot, table and robot follow."""
+        from caliper_jax.studio.scene import import_viser
+
+        uplot = import_viser().uplot  # pip install 'caliper-jax[studio]'
+
+        reader = self._need()
+        if episode is not None:
+            reader.episode_meta(int(episode))  # range check with a clear message
+            self.episode = int(episode)
+        if feature is not None:
+            if feature not in self.keys:
+                raise CaliperError(f"feature {feature!r}: expected one of {self.keys}")
+            self.feature = feature
+        length = int(reader.episode_meta(self.episode)["length"])
+        if frame is not None:
+            if not 0 <= int(frame) < max(length, 1):
+                raise CaliperError(f"frame {frame}: episode {self.episode} has {length} frames")
+            self.frame = int(frame)
+        arr = np.asarray(reader.episode(self.episode, [self.feature])[self.feature], np.float64)
+        arr = arr.reshape(arr.shape[0], -1)
+        if dim is not None:
+            if not 0 <= int(dim) < arr.shape[1]:
+                raise CaliperError(f"dimension {dim}: {self.feature} has {arr.shape[1]}")
+            self.dim = int(dim)
+        self.dim = min(self.dim, arr.shape[1] - 1)
+        x = np.arange(arr.shape[0], dtype=np.float64) / reader.fps
+        y = arr[:, self.dim]
+        names = reader.features[self.feature].get("names")
+        label = f"{self.feature}[{self.dim}]"
+        if isinstance(names, list) and len(names) == arr.shape[1] and all(isinstance(n, str) for n in names):
+            label = f"{self.feature}.{names[self.dim]}"
+        gui = self.app.server.gui
+        if self.plot is not None:
+            self.plot.remove()
+        with self.tab:
+            self.plot = gui.add_uplot(
+                (x, y),
+                (uplot.Series(label="t (s)"), uplot.Series(label=label, stroke="#d62")),
+                title=f"episode {self.episode}: {label}",
+                aspect=2.0,
+                order=self.table.order - 0.5,
+            )
+        self._syncing = True
+        try:
+            self.ep_in.value = self.episode
+            self.dim_in.value = self.dim
+            self.frame_in.max = max(length - 1, 1)
+            self.frame_in.value = self.frame
+            self.feat_in.value = self.feature
+        finally:
+            self._syncing = False
+        self._table()
+        self._replay()
+
+    def _replay(self) -> None:
+        reader = self.reader
+        if STATE_KEY not in reader.features:
+            self.replayed = None
+            return
+        state = np.asarray(reader.episode(self.episode, [STATE_KEY])[STATE_KEY], np.float64)
+        if state.ndim == 2 and state.shape[1] == self.app.model.nq and self.frame < len(state):
+            self.replayed = state[self.frame].tolist()
+            self.app.jog.set_q(state[self.frame], move_gizmo=False)
+        else:
+            self.replayed = None
+
+    def _table(self) -> None:
+        reader = self.reader
+        tags = reader.tags
+        rows = ["| episode | length | task | tags |", "|---|---|---|---|"]
+        for r in reader.episodes[:MAX_TABLE_ROWS]:
+            e = int(r["episode_index"])
+            mark = "**" if e == self.episode else ""
+            tasks = ", ".join(r.get("tasks") or [])
+            rows.append(f"| {mark}{e}{mark} | {r['length']} | {tasks} | {', '.join(tags.get(e, []))} |")
+        if reader.num_episodes > MAX_TABLE_ROWS:
+            rows.append(f"| ... | {reader.num_episodes - MAX_TABLE_ROWS} more | | |")
+        self.table.content = f"**Episodes** (selected: {self.episode}, frame {self.frame})\n\n" + "\n".join(
+            rows
+        )
+
+    def run_doctor(self) -> dict:
+        """The dataset doctor on the open dataset; each finding becomes a jump button."""
+        from doctors.dataset import diagnose
+
+        reader = self._need()
+        self.report = diagnose(reader.root, progress=False)
+        self._clear_findings()
+        c = self.report.counts
+        self.doctor_md.content = (
+            f"**Doctor**: {len(self.report.findings)} finding(s) -- {c['Error']} error, "
+            f"{c['Warning']} warning, {c['Info']} info"
+        )
+        gui = self.app.server.gui
+        with self.findings_folder:
+            for i, f in enumerate(self.report.findings[:MAX_FINDING_BUTTONS]):
+                where = (
+                    ""
+                    if f.episode is None
+                    else f" ep {f.episode}" + ("" if f.frame is None else f" frame {f.frame}")
+                )
+                b = gui.add_button(f"{f.code}{where}", hint=f.message)
+                b.on_click(self._gui(lambda i=i: self.jump(i)))
+                self._buttons.append(b)
+        return self.report.to_dict()
+
+    def _clear_findings(self) -> None:
+        for b in self._buttons:
+            b.remove()
+        self._buttons = []
+
+    def jump(self, i: int) -> dict:
+        """Select finding i's episode and frame (and feature / dof when it names them)."""
+        if self.report is None or not 0 <= int(i) < len(self.report.findings):
+            raise CaliperError(f"finding {i}: no such finding (run the doctor first)")
+        f = self.report.findings[int(i)]
+        feature = f.feature if f.feature in getattr(self, "keys", []) else None
+        kw = {"feature": feature}
+        if f.dof is not None and feature is not None:
+            kw["dim"] = f.dof
+        if f.episode is not None:
+            self.select(episode=f.episode, frame=f.frame or 0, **kw)
+        elif feature is not None:
+            self.select(**kw)
+        self.jumped = f.to_dict()
+        return self.jumped
+
+    def state(self) -> dict:
+        if self.reader is None:
+            return {"open": False}
+        return {
+            "open": True,
+            "root": str(self.reader.root),
+            "episodes": self.reader.num_episodes,
+            "frames": self.reader.num_frames,
+            "fps": self.reader.fps,
+            "episode": self.episode,
+            "frame": self.frame,
+            "feature": self.feature,
+            "dim": self.dim,
+            "findings": None if self.report is None else [f.to_dict() for f in self.report.findings],
+            "jumped": self.jumped,
+            "replayed": getattr(self, "replayed", None),
+        }

@@ -1,0 +1,367 @@
+"""The studio without a browser: the live session's pacing / pause / reset / errors / recording,
+and the server state after each panel's actions (tests/browser drives the same through Chromium)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from caliper_jax.errors import CaliperError
+
+pytest.importorskip("mujoco")
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+@pytest.fixture(scope="module")
+def session():
+    from caliper_jax.studio.live import LiveSession
+
+    s = LiveSession("lift-cube", clock=FakeClock())
+    yield s
+    s.stop()
+
+
+def _fresh(session):
+    session.stop()
+    session.error = None
+    session.clock = FakeClock()
+    session.paused = False
+    session.reset()
+    session.max_debt_s = session.dropped_s = 0.0
+    return session
+
+
+def test_live_session_is_a_1ms_scene_of_the_task(session):
+    s = _fresh(session)
+    assert s.dt == 1e-3 and s.mj.opt.timestep == 1e-3
+    assert s.control_every == 20 and s.record_fps == 50  # 50 fps task on the 1 kHz loop
+    snap = s.snapshot()
+    assert snap["tick"] == 0 and snap["q"] == pytest.approx(list(s.ts.q0), abs=1e-12)
+    assert set(snap["props"]) == {"cube"} and snap["success"] is False
+
+
+def test_reset_is_deterministic_bit_for_bit(session):
+    s = _fresh(session)
+    s.set_target([0.3, -0.2, 0.0])
+    s.advance(300)
+    first = (s.data.qpos.copy(), s.data.qvel.copy(), s.data.qacc_warmstart.copy())
+    s.reset()
+    assert s.tick == 0 and s.time == 0.0
+    s.set_target([0.3, -0.2, 0.0])
+    s.advance(300)
+    assert np.array_equal(first[0], s.data.qpos) and np.array_equal(first[1], s.data.qvel)
+    assert np.array_equal(first[2], s.data.qacc_warmstart)
+
+
+def test_accumulator_turns_clock_time_into_whole_steps_with_a_debt_cap(session):
+    s = _fresh(session)
+    clock = s.clock
+    assert s.pump() == 0  # the first pump only starts the clock
+    clock.t += 0.0105
+    assert s.pump() == 10  # 10.5 ms -> 10 steps, 0.5 ms carried
+    clock.t += 0.0005
+    assert s.pump() == 1
+    clock.t += 2.0  # a 2 s stall: capped at 0.25 s, the rest dropped
+    assert s.pump() == 250
+    assert s.dropped_s == pytest.approx(1.75, abs=1e-6)
+    assert s.max_debt_s == pytest.approx(0.25, abs=1e-9)
+    assert s.tick == 261
+
+
+def test_pause_freezes_without_de_energising(session):
+    s = _fresh(session)
+    s.set_target([0.4, 0.3, 0.0])
+    s.pump()
+    s.clock.t += 0.5
+    s.pump()  # 0.25 s (capped): the arm moves towards the target
+    s.pause()
+    q_paused, tick = s.data.qpos.copy(), s.tick
+    s.clock.t += 5.0
+    assert s.pump() == 0 and s.tick == tick and np.array_equal(s.data.qpos, q_paused)
+    assert s.target.tolist() == pytest.approx([0.4, 0.3, 0.0])  # servo target untouched
+    s.resume()
+    s.pump()
+    s.clock.t += 0.01
+    assert s.pump() == 10  # no catch-up for the paused time
+    arm = s._lay.q_to_qpos[:2]
+    assert np.max(np.abs(s.data.qpos[arm] - q_paused[arm])) < 0.05  # still held: it did not fall
+
+
+def test_errors_end_the_session_loudly(session, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MuJoCo writes its warning to MUJOCO_LOG.TXT in the working directory
+    s = _fresh(session)
+    with pytest.raises(CaliperError, match="target: expected 3 finite"):
+        s.set_target([np.nan, 0, 0])
+    s.data.qvel[0] = np.nan
+    with pytest.raises(CaliperError, match="live session of lift-cube ended: unstable"):
+        s.advance(5)
+    assert s.snapshot()["error"].startswith("unstable")
+    with pytest.raises(CaliperError, match="ended"):
+        s.advance(1)
+    with pytest.raises(CaliperError, match="ended"):
+        s.start()
+    s.error = None
+    s.reset()
+
+
+def test_weld_grasp_takes_and_releases_the_prop(session):
+    s = _fresh(session)
+    cube0 = np.asarray(s.snapshot()["props"]["cube"][:3])  # the start pose has the cube between the jaws
+    s.set_gripper(True)
+    s.advance(1)  # the grasp rule runs at the control tick (tick 0 here)
+    snap = s.snapshot()
+    assert snap["held"] == "cube" and snap["target"][2] == pytest.approx(s.layout.gripper_closed)
+    assert np.linalg.norm(np.asarray(snap["props"]["cube"][:3]) - cube0) < 1e-3  # no snap across the weld
+    s.advance(2 * s.control_every - 1)
+    assert s.snapshot()["held"] == "cube"
+    s.set_gripper(False)
+    s.advance(s.control_every)
+    assert s.snapshot()["held"] is None
+    s.set_gripper(True)
+    s.advance(s.control_every)
+    s.reset()  # reset releases
+    assert s.held == -1 and not s.data.eq_active.any()
+
+
+# ~25 s (the expert's IK and motion planning); the default test above covers the grasp
+@pytest.mark.slow
+def test_expert_plan_driven_live_lifts_the_cube(session):
+    from tasks.expert import plan_demo
+
+    s = _fresh(session)
+    demo = plan_demo(s.ts, s.layout.fps)
+    for q in demo.targets:  # one servo target per control tick, as a teleoperator would send them
+        s.set_target(q)
+        s.advance(s.control_every)
+    s.advance(300)
+    snap = s.snapshot()
+    assert snap["held"] == "cube" and snap["success"] is True
+
+
+def test_background_thread_steps_in_real_time_without_a_browser(session):
+    import time
+
+    s = _fresh(session)
+    s.clock = time.perf_counter
+    s.start()
+    time.sleep(0.4)
+    s.stop()
+    assert not s.running and s.error is None
+    assert 150 < s.tick <= 450  # about 400 steps of 1 ms (a loaded host may drop some)
+
+
+def test_recording_at_exact_tick_decimation(session, tmp_path):
+    from caliper_jax.dataset import LeRobotReader
+
+    s = _fresh(session)
+    root = tmp_path / "teleop"
+    s.start_take(root, "wave")
+    s.advance(7)
+    s.set_target([0.2, 0.1, 0.0])
+    s.advance(93)  # 100 steps = frames at ticks 0, 20, 40, 60, 80
+    s.pause()  # pausing mid-take: no ticks, no frames, no gap
+    s.clock.t += 1.0
+    s.pump()
+    s.resume()
+    s.advance(20)
+    assert s.stop_take(save=True) == 0
+    s.start_take(root)
+    s.advance(40)
+    s.reset()  # a reset discards the take and says so
+    assert s.snapshot()["recording"] is False and "discarded" in s.notes[-1]
+    with pytest.raises(CaliperError, match="no take"):
+        s.stop_take()
+    with pytest.raises(CaliperError, match="must divide the physics rate"):
+        s.start_take(root, fps=30)
+    s.finish_dataset()
+    r = LeRobotReader(root)
+    assert r.num_episodes == 1 and r.fps == 50
+    ep = r.episode(0)
+    assert len(ep["timestamp"]) == 6
+    assert np.allclose(ep["timestamp"], np.arange(6) / 50.0)
+    assert ep["action"][0].tolist() == pytest.approx([0.0, 0.0, 0.02])  # target at tick 0
+    assert ep["action"][1].tolist() == pytest.approx([0.2, 0.1, 0.0])  # target at tick 20
+    assert r.episodes[0]["tasks"] == ["wave"]
+
+
+# ---- the server (no browser) ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def app():
+    pytest.importorskip("viser")
+    from caliper_jax.studio import StudioApp
+
+    a = StudioApp("gripper_arm", port=0)
+    yield a
+    a.close()
+
+
+def test_app_state_and_sliders_move_the_drawn_robot(app):
+    s = app.state()
+    assert s["model"] == "gripper_arm" and s["nq"] == 3 and s["jog"]["joint_names"] == ["j1", "j2", "gripper"]
+    assert s["jog"]["limits"][2] == pytest.approx([0.0, 0.04])
+    before = np.asarray(s["body_positions"])
+    app.jog.set_joint("j1", 0.7)
+    s = app.state()
+    assert s["q"][0] == pytest.approx(0.7) and s["drawn_q"][0] == pytest.approx(0.7)
+    assert s["jog"]["sliders"][0] == pytest.approx(0.7)
+    assert np.max(np.abs(np.asarray(s["body_positions"]) - before)) > 0.01
+    from caliper_jax import api
+
+    wrist = api.fk(app.model, s["q"])[app.model.frame_id("wrist")][:3, 3]
+    assert s["jog"]["gizmo"]["position"] == pytest.approx(wrist.tolist(), abs=1e-6)
+    hud = s["jog"]["hud"]
+    assert set(hud) >= {"sigma_min", "manipulability", "condition_number", "escape_direction"}
+    app.jog.set_joint("j1", 99.0)  # clipped into the limits
+    assert app.q[0] == pytest.approx(1.5)
+
+
+def test_bad_input_is_named(app):
+    with pytest.raises(CaliperError, match="q: expected 3 finite"):
+        app.jog.set_q([0.0, 0.0])
+    with pytest.raises(CaliperError, match="locked: unknown joint"):
+        app.jog.set_locked(["elbow"])
+    with pytest.raises(CaliperError, match="no such directory"):
+        app.data.open("/nonexistent/dataset")
+    with pytest.raises(CaliperError, match="move kind"):
+        app.motion.plan("MOVE_X")
+    with pytest.raises(CaliperError, match="no live session"):
+        app.simulate.pause()
+
+
+def test_ik_gizmo_target_is_reached_with_locks(app):
+    from caliper_jax import api
+
+    goal = np.array([0.4, -0.5, 0.02])
+    T = api.fk(app.model, goal)[app.model.frame_id("wrist")]
+    app.jog.set_q([0.0, 0.2, 0.02])
+    app.jog.set_locked(["gripper"])
+    r = app.jog.solve_target(T)
+    app.jog.set_locked([])
+    assert r["success"] and r["pos_residual"] < 1e-4 and r["locked"] == ["gripper"]
+    reached = api.fk(app.model, app.q)[app.model.frame_id("wrist")][:3, 3]
+    assert np.linalg.norm(reached - T[:3, 3]) < 1e-4
+    assert app.q[2] == pytest.approx(0.02)  # the locked gripper kept its value
+    assert app.state()["jog"]["ik"]["success"] is True
+
+
+def test_simulate_panel_runs_live_and_jog_edits_the_servo_target(app):
+    import time
+
+    app.simulate.start("lift-cube")
+    try:
+        s = app.simulate.session
+        deadline = time.monotonic() + 10
+        while s.tick < 50 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert app.live() and app.state()["simulate"]["running"]
+        app.jog.set_joint("j1", 0.3)  # edits the servo target while live
+        assert s.target[0] == pytest.approx(0.3)
+        time.sleep(0.5)
+        assert app.state()["simulate"]["q"][0] > 0.1  # the servo moved the simulated arm
+        app.simulate.pause()
+        tick = s.tick
+        time.sleep(0.1)
+        assert s.tick == tick and app.state()["simulate"]["paused"]
+        app.simulate.reset()
+        assert s.tick == 0 and app.state()["simulate"]["q"][0] == pytest.approx(0.0, abs=1e-9)
+    finally:
+        app.simulate.stop()
+    assert not app.live() and app.state()["simulate"]["error"] is None
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """4 episodes of a 3-joint wave; episode 3 repeats episode 1 (doctor D015 names episode 3)."""
+    from caliper_jax.dataset import LeRobotWriter
+
+    root = tmp_path_factory.mktemp("studio") / "wave"
+    rng = np.random.default_rng(0)
+    names = ["j1", "j2", "gripper"]
+    feats = {
+        "observation.state": {"dtype": "float32", "shape": [3], "names": names},
+        "action": {"dtype": "float32", "shape": [3], "names": names},
+    }
+    with LeRobotWriter(root, 50, feats, robot_type="gripper_arm") as w:
+        eps = []
+        for e in range(4):
+            t = np.linspace(0, 1, 40)[:, None]
+            q = np.array([0.5, -0.4, 0.02]) * np.sin(2 * np.pi * (t + 0.1 * e))
+            q = (q + 0.01 * rng.standard_normal(q.shape)).astype(np.float32)
+            q[:, 2] = np.clip(q[:, 2], 0, 0.04)
+            q = eps[1] if e == 3 else q
+            eps.append(q)
+            w.add_frames({"observation.state": q, "action": np.roll(q, -1, axis=0)})
+            w.save_episode(task="wave")
+    return root
+
+
+def test_data_doctor_finding_jumps_to_its_episode(app, dataset):
+    from caliper_jax.dataset import LeRobotReader
+
+    st = app.data.open(dataset)
+    assert st["episodes"] == 4 and st["feature"] == "observation.state" and st["episode"] == 0
+    report = app.data.run_doctor()
+    codes = [f["code"] for f in report["findings"]]
+    i = codes.index("D015")
+    jumped = app.data.jump(i)
+    s = app.state()["data"]
+    assert jumped["episode"] == 3 and s["episode"] == 3 and s["frame"] == 0
+    state = LeRobotReader(dataset).episode(3)["observation.state"]
+    assert s["replayed"] == pytest.approx(state[0].tolist())  # the frame replays on the robot
+    assert app.q.tolist() == pytest.approx(state[0].tolist(), abs=1e-6)
+    app.data.select(frame=12, dim=1)
+    assert app.state()["data"]["frame"] == 12 and app.state()["data"]["dim"] == 1
+    with pytest.raises(CaliperError, match="frame 40: episode 3 has 40 frames"):
+        app.data.select(frame=40)
+
+
+# ~12 s of compiles on a loaded host (move_j, the lint's Jacobians); the engine calls are covered by the
+# default tests/test_cli_motion.py and tests/test_motion_path_metrics.py, the scrub glue only here
+@pytest.mark.slow
+def test_motion_preview_lints_and_scrubs(app):
+    from caliper_jax.motion import MotionLimits, move_j
+    from caliper_jax.motion.trajectory import sample_at
+
+    q0 = np.array([0.0, 0.0, 0.02])
+    r = app.motion.plan("MOVE_J", q_start=q0, q_goal=[1.2, -0.8, 0.02], dt=0.01)
+    traj = move_j(q0, np.array([1.2, -0.8, 0.02]), MotionLimits.from_model(app.model))
+    assert r["duration"] == pytest.approx(float(traj.duration))
+    assert r["q_end"] == pytest.approx([1.2, -0.8, 0.02], abs=1e-6)
+    t = 0.5 * r["duration"]
+    q = app.motion.scrub(t)
+    direct = sample_at(traj, [app.motion.time])[1][0]
+    assert q.tolist() == pytest.approx(direct.tolist(), abs=1e-9)
+    assert app.state()["q"] == pytest.approx(q.tolist())
+    for i, f in enumerate(r["findings"][:2]):
+        assert app.motion.jump(i) == pytest.approx(f["time"], abs=0.006)
+
+
+# ~16 s of compiles (fk_drop run twice); the graph's own parity tests are tests/test_graph.py
+@pytest.mark.slow
+def test_graph_runs_from_the_panel_like_a_direct_call(app):
+    g = pytest.importorskip("caliper_jax.graph")
+    st = app.graph.load("fk_drop")
+    assert st["loaded"] and "robot" in st["nodes"] and st["findings"] == []
+    out = app.graph.run()
+    assert out == json.loads(json.dumps(g.run_graph("fk_drop").to_dict()))
+    assert app.state()["graph"]["result"]["order"] == out["order"]
+
+
+def test_cli_studio_prints_the_url(capsys):
+    pytest.importorskip("viser")
+    from caliper_jax import cli
+
+    assert cli.main(["studio", "pendulum2", "--port", "0", "--json", "--once"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()
+    assert len(line) == 1
+    info = json.loads(line[0])
+    assert info["url"].startswith("http://127.0.0.1:") and info["robot"] == "pendulum2"
