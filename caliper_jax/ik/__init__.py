@@ -6,7 +6,8 @@
 ``singularity`` singular values, manipulability, condition number, ellipsoid, nullspace, escape
                direction of a frame Jacobian.
 ``poses``      the one pose layout (4x4 row-major T_world_frame) and its validation.
-``api``        NumPy-in/out faces: ``ik``, ``ik_position``, ``analytic_ik``, ``analyze``.
+``implicit``   implicit-function derivatives of a converged solve (``solve_diff``: jax.grad through IK).
+``api``        NumPy-in/out faces: ``ik``, ``ik_position``, ``ik_sensitivity``, ``analytic_ik``, ``analyze``.
 
 The package itself is callable: ``caliper_jax.ik(model, T, ...)`` is ``caliper_jax.ik.ik(model, T,
 ...)``. ``caliper_jax`` exports ``ik`` as this package (not the bare function), so ``cj.ik(...)``,
@@ -25,13 +26,16 @@ from caliper_jax.ik.api import (
     default_seed,
     ik,
     ik_position,
+    ik_sensitivity,
 )
-from caliper_jax.ik.numerical import IKOptions, IKResult, solve, solve_batch
+from caliper_jax.ik.implicit import solve_diff
+from caliper_jax.ik.numerical import IKOptions, IKResult, solve, solve_batch, solve_compacting
 from caliper_jax.ik.poses import LAYOUT, as_poses, parse_pose_text
 
 __all__ = [
     "AnalyticSolution", "IKSolution", "analytic_ik", "analyze", "default_frame", "default_seed", "ik",
-    "ik_position", "IKOptions", "IKResult", "solve", "solve_batch", "LAYOUT", "as_poses", "parse_pose_text",
+    "ik_position", "ik_sensitivity", "IKOptions", "IKResult", "solve", "solve_batch",
+    "solve_compacting", "solve_diff", "LAYOUT", "as_poses", "parse_pose_text",
 ]
 
 

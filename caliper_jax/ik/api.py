@@ -17,7 +17,7 @@ import numpy as np
 
 from caliper_jax.api import _as_array, _batched
 from caliper_jax.errors import CaliperError
-from caliper_jax.ik import analytic, chain, numerical, singularity
+from caliper_jax.ik import analytic, chain, implicit, numerical, singularity
 from caliper_jax.ik.poses import as_poses, pose_from_position
 from caliper_jax.model import Model
 
@@ -198,15 +198,17 @@ def ik_options(**overrides) -> numerical.IKOptions:
         raise CaliperError(str(exc)) from None
 
 
-def ik(model: Model, target_T, *, frame=None, seed_q=None, key=0, locked=(), position_only: bool = False,
-       options: numerical.IKOptions | None = None, compact: bool = True, **overrides) -> IKSolution:
-    """Numerical IK for targets (..., 4, 4) T_world_frame (row-major) of ``frame``.
+class _Prepared(NamedTuple):
+    batch: tuple
+    frame_idx: int
+    frame_name: str
+    opts: numerical.IKOptions          # weights folded to 1 (they travel as a traced argument)
+    args: tuple      # (model, targets (B, 4, 4), seeds (B, nq), key, free_v, free_q, weights)
 
-    ``seed_q`` (nq,) or (..., nq) the first restart (default: mid-range of the limits);
-    ``key`` int or PRNG key for the other restarts; ``locked`` joint names kept at the seed;
-    ``position_only`` ignores the target rotation; ``overrides`` set ``IKOptions`` fields.
-    Up to CHUNK targets are one jitted call; larger batches run CHUNK at a time with the
-    unconverged targets compacted every PASSES iterations (``compact=False``: one call)."""
+
+def _prepare(model: Model, target_T, frame, seed_q, key, locked, position_only, options,
+             overrides) -> _Prepared:
+    """Validate the NumPy inputs of ``ik`` on the host and build the solver's arguments."""
     targets = as_poses(target_T, "target")
     frame_idx, frame_name = resolve_frame(model, frame)
     opts = options or numerical.IKOptions()
@@ -239,14 +241,75 @@ def ik(model: Model, target_T, *, frame=None, seed_q=None, key=0, locked=(), pos
     static_opts = dataclasses.replace(opts, pos_weight=1.0, rot_weight=1.0)
     args = (jit_model(model), jnp.asarray(flat, dtype), jnp.asarray(seeds, dtype), _key(key),
             jnp.asarray(free_v), jnp.asarray(free_q), weights)
-    if flat.shape[0] > CHUNK and compact:
+    return _Prepared(batch, frame_idx, frame_name, static_opts, args)
+
+
+COMPACT_MODES = (True, False, "host", "device")
+
+
+def ik(model: Model, target_T, *, frame=None, seed_q=None, key=0, locked=(), position_only: bool = False,
+       options: numerical.IKOptions | None = None, compact=True, **overrides) -> IKSolution:
+    """Numerical IK for targets (..., 4, 4) T_world_frame (row-major) of ``frame``.
+
+    ``seed_q`` (nq,) or (..., nq) the first restart (default: mid-range of the limits);
+    ``key`` int or PRNG key for the other restarts; ``locked`` joint names kept at the seed;
+    ``position_only`` ignores the target rotation; ``overrides`` set ``IKOptions`` fields.
+    Up to CHUNK targets are one jitted call. Larger batches (``compact``): ``True`` / ``"host"``
+    run CHUNK at a time with the unconverged targets compacted on the host every PASSES
+    iterations; ``"device"`` does the same compaction inside one jitted call
+    (``numerical.solve_compacting``: no host round trip); ``False`` one vmapped call."""
+    if compact not in COMPACT_MODES:
+        raise CaliperError(f"compact: expected one of {COMPACT_MODES}, got {compact!r}")
+    prep = _prepare(model, target_T, frame, seed_q, key, locked, position_only, options, overrides)
+    frame_idx, static_opts, args, batch = prep.frame_idx, prep.opts, prep.args, prep.batch
+    if args[1].shape[0] > CHUNK and compact in (True, "host"):
         res = _solve_compacting(*args, frame_idx, static_opts)
+    elif args[1].shape[0] > CHUNK and compact == "device":
+        res = _device_fn(frame_idx, static_opts, CHUNK, PASSES)(*args)
     else:
         res = _ik_fn(frame_idx, static_opts)(*args)
     shape = lambda x, tail=(): np.asarray(x).reshape(batch + tail)
     return IKSolution(success=shape(res.success), q=shape(res.q, (model.nq,)),
                       pos_residual=shape(res.pos_residual), rot_residual=shape(res.rot_residual),
-                      iterations=shape(res.iterations), restart=shape(res.restart), frame=frame_name)
+                      iterations=shape(res.iterations), restart=shape(res.restart), frame=prep.frame_name)
+
+
+@lru_cache(maxsize=None)
+def _device_fn(frame: int, opts: numerical.IKOptions, chunk: int, passes: int):
+    def run(model, targets, seeds, key, free_v, free_q, weights):
+        return numerical.solve_compacting(model, targets, seeds, key, free_v, free_q, weights, frame=frame,
+                                          opts=opts, chunk=chunk, passes=passes)
+
+    return jax.jit(run)
+
+
+@lru_cache(maxsize=None)
+def _sensitivity_fn(frame: int, opts: numerical.IKOptions):
+    def run(model, q, targets, success, free_v, weights):
+        one = lambda qq, T, ok: implicit.twist_sensitivity(model, qq, T, ok, free_v, weights, frame=frame,
+                                                           opts=opts)
+        return jax.vmap(one)(q, targets, success)
+
+    return jax.jit(run)
+
+
+def ik_sensitivity(model: Model, target_T, *, frame=None, seed_q=None, key=0, locked=(),
+                   position_only: bool = False, options: numerical.IKOptions | None = None,
+                   **overrides) -> tuple[IKSolution, np.ndarray]:
+    """``ik`` plus the implicit-function derivative of each solution with respect to its target:
+    ``(solution, dq_dxi)`` with ``dq_dxi`` (..., nq, 6) = dq* / dxi for the target moved in its own
+    axes, T*(xi) = T* exp(xi), xi = [v (m); w (rad)] (``caliper_jax.ik.implicit``). Zero for the
+    targets that did not converge (``solution.success`` False), for locked joints and for joints
+    resting on a limit; finite at singular configurations (damped). For gradients inside JAX
+    (with respect to the target or the Model's parameters) use ``implicit.solve_diff``."""
+    prep = _prepare(model, target_T, frame, seed_q, key, locked, position_only, options, dict(overrides))
+    sol = ik(model, target_T, frame=frame, seed_q=seed_q, key=key, locked=locked, position_only=position_only,
+             options=options, **overrides)
+    m, targets, _, _, free_v, _, weights = prep.args
+    q = jnp.asarray(sol.q.reshape(-1, model.nq), model.dtype)
+    ok = jnp.asarray(sol.success.reshape(-1))
+    dq = _sensitivity_fn(prep.frame_idx, prep.opts)(m, q, targets, ok, free_v, weights)
+    return sol, np.asarray(dq).reshape(prep.batch + (model.nq, 6))
 
 
 def ik_position(model: Model, position, **kwargs) -> IKSolution:
@@ -329,4 +392,4 @@ def analyze(model: Model, q, *, frame=None) -> dict:
 
 
 __all__ = ["default_frame", "resolve_frame", "locked_bodies", "default_seed", "IKSolution", "ik_options",
-           "ik", "ik_position", "AnalyticSolution", "analytic_ik", "analyze"]
+           "ik", "ik_sensitivity", "ik_position", "AnalyticSolution", "analytic_ik", "analyze"]

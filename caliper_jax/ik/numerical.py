@@ -372,6 +372,32 @@ def solve_batch(model: Model, targets_T, seeds, key, free_v=None, free_q=None, w
     return jax.vmap(fn)(targets_T, seeds)
 
 
+def solve_compacting(model: Model, targets_T, seeds, key, free_v=None, free_q=None, weights=None, *,
+                     frame: int, opts: IKOptions = IKOptions(), chunk: int = 128,
+                     passes: int = 16) -> IKResult:
+    """``solve_batch`` for a large batch (B, 4, 4), wholly on device (one jittable function): a
+    ``lax.while_loop`` advances ``chunk`` lanes ``passes`` iterations at a time, each round
+    gathering the lowest-index targets still running (``jnp.nonzero`` with a static size) and
+    scattering them back, so finished targets stop costing work without a host round trip.
+    Per target the arithmetic is that of ``solve`` (its state is carried whole)."""
+    B = targets_T.shape[0]
+    chunk = max(1, min(int(chunk), B))
+    states = jax.vmap(lambda T, s: init_state(model, T, s, free_q, opts=opts))(targets_T, seeds)
+    step = lambda st: advance(model, st, key, free_v, free_q, weights, passes, frame=frame, opts=opts)
+
+    def body(carry):
+        states, run = carry
+        idx = jnp.nonzero(run, size=chunk, fill_value=B)[0]       # B: a padding lane, dropped below
+        sub = jax.tree_util.tree_map(lambda x: x[jnp.minimum(idx, B - 1)], states)
+        sub = jax.vmap(step)(sub)
+        states = jax.tree_util.tree_map(lambda x, y: x.at[idx].set(y, mode="drop"), states, sub)
+        run = run.at[idx].set(jax.vmap(lambda st: running(st, opts))(sub), mode="drop")
+        return states, run
+
+    states, _ = jax.lax.while_loop(lambda c: jnp.any(c[1]), body, (states, jnp.ones(B, bool)))
+    return jax.vmap(lambda st: finish(st, weights, opts))(states)
+
+
 __all__ = ["IKOptions", "IKResult", "SlotState", "SolveState", "effective_tol", "free_masks",
            "weights_from", "pose_error", "dls_step", "restart_draws", "restart_configurations", "init_state",
-           "running", "advance", "finish", "solve", "solve_batch"]
+           "running", "advance", "finish", "solve", "solve_batch", "solve_compacting"]

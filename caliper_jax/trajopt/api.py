@@ -74,6 +74,7 @@ class TrajoptResult:
     chosen: np.ndarray       # (P,) which initialisation won (-1: none collision-free; cheapest kept)
     initial_costs: np.ndarray  # (P,) cost of the straight line before optimisation
     all_costs: np.ndarray    # (P, K)
+    trace: np.ndarray | None = None  # (P, iterations) cost before each step of the chosen path
 
     def to_dict(self) -> dict:
         return {"success": self.success.tolist(), "costs": self.costs.tolist(),
@@ -144,4 +145,5 @@ def trajopt(model: Model, starts, goals, obstacles=(), *, inits: int = 8, seed=0
         pending = still
     pick = np.where(chosen >= 0, chosen, order[:, 0])
     rows = np.arange(P)
-    return TrajoptResult(paths[rows, pick], costs[rows, pick], chosen >= 0, chosen, c0, costs)
+    trace = np.asarray(traces, dtype=np.float64)[rows, pick]
+    return TrajoptResult(paths[rows, pick], costs[rows, pick], chosen >= 0, chosen, c0, costs, trace)

@@ -14,12 +14,17 @@ A path is ``n`` waypoints from a fixed ``start`` to a fixed ``goal``; only the i
   ``(epsilon - d)^2 / (2 epsilon)`` inside it, ``epsilon / 2 - d`` when penetrating -- C1 in d.
   It is evaluated at the waypoints and ``substeps - 1`` points between each pair, and averaged.
 
-The interior is optimised in the coordinates where smoothness is isotropic (its second
-differences; see :func:`optimize`) with ``jax.value_and_grad`` and an optax optimiser (Adam by
-default, or plain gradient descent), for a fixed number of steps in a ``lax.scan``, projecting
-onto the joint limits after every step. The whole solve is differentiable with respect to
-``start``, ``goal`` and the initial path (through the scan), and ``jax.vmap`` batches it over
-problems and initialisations.
+The default update is CHOMP's covariant gradient step (Zucker et al. 2013, eq. 12):
+``x <- x - (1/eta) A^-1 grad cost(x)`` with ``A`` the smoothness metric (the Hessian of the
+smoothness term, ``2 w_smooth (n-1)^3 K^T K``, ``K`` the tridiagonal second-difference matrix of
+the interior) and ``1/eta = step_size`` in units of that metric (``step_size`` 1: the smoothness
+part alone is solved in one step). ``A^-1 g`` is two tridiagonal solves with ``K`` (``K^T K = K K``,
+O(n) per joint, no dense inverse). ``update="adam"`` / ``"gd"`` keep the earlier optax path in the
+coordinates where smoothness is isotropic (its second differences; see :func:`optimize`). Either
+runs a fixed number of steps in a ``lax.scan``, with a trust region (no waypoint moves more than
+``max_step`` per step) and a projection onto the joint limits after every step. The whole solve
+is differentiable with respect to ``start``, ``goal`` and the initial path (through the scan),
+and ``jax.vmap`` batches it over problems and initialisations.
 """
 from __future__ import annotations
 
@@ -47,11 +52,17 @@ class ChompOptions:
     w_obstacle: float = 100.0
     epsilon: float = 0.05
     substeps: int = 2
-    optimizer: str = "adam"
+    update: str = "covariant"       # "covariant" (CHOMP's A^-1 step) | "adam" | "gd" (optax)
+    step_size: float = 1.0          # covariant: 1/eta in units of the smoothness Hessian
+    optimizer: str | None = None    # legacy alias of update ("adam" | "gd"); overrides it when given
     beta1: float = 0.9
     beta2: float = 0.999
     adam_eps: float = 1e-8
     max_step: float = 0.05
+
+    def __post_init__(self):
+        if self.optimizer is not None:
+            object.__setattr__(self, "update", self.optimizer)
 
     def check(self) -> ChompOptions:
         if self.n_waypoints < 3:
@@ -62,13 +73,16 @@ class ChompOptions:
             raise CaliperError("learning_rate, epsilon and max_step must be > 0")
         if not (self.w_smooth >= 0 and self.w_obstacle >= 0):
             raise CaliperError("w_smooth and w_obstacle must be >= 0")
-        if self.optimizer not in ("adam", "gd"):
-            raise CaliperError(f"optimizer must be 'adam' or 'gd', got {self.optimizer!r}")
+        if self.update not in ("covariant", "adam", "gd"):
+            raise CaliperError(f"ChompOptions.update must be 'covariant', 'adam' or 'gd', "
+                               f"got {self.update!r}")
+        if not self.step_size > 0:
+            raise CaliperError(f"ChompOptions.step_size must be > 0, got {self.step_size}")
         return self
 
     def transformation(self) -> optax.GradientTransformation:
         """The optax optimiser: ``optax.adam`` or ``optax.sgd`` (plain gradient descent)."""
-        if self.optimizer == "adam":
+        if self.update == "adam":
             return optax.adam(self.learning_rate, b1=self.beta1, b2=self.beta2, eps=self.adam_eps)
         return optax.sgd(self.learning_rate)
 
@@ -130,6 +144,49 @@ def _second_difference(m: int):
     return K, Kinv
 
 
+def smoothness_metric_solve(g, w_smooth: float):
+    """A^-1 g for g (m, nq) over the m interior waypoints, A = 2 w_smooth (m+1)^3 K^T K the
+    Hessian of ``w_smooth * smoothness`` (w_smooth 0: the metric of weight 1). Two tridiagonal
+    solves with the second-difference matrix K (symmetric, so K^T K = K K)."""
+    m = g.shape[0]
+    dt = g.dtype
+    one = jnp.ones(m, dt)
+    dl, du = one.at[0].set(0.0), one.at[-1].set(0.0)
+    solve_k = lambda b: jax.lax.linalg.tridiagonal_solve(dl, -2.0 * one, du, b)
+    scale = 2.0 * (w_smooth if w_smooth > 0 else 1.0) * float(m + 1) ** 3
+    return solve_k(solve_k(g)) / scale
+
+
+def _covariant(model: Model, spheres: CollisionModel, start, goal, init, opts: ChompOptions, mask):
+    """CHOMP's covariant descent, monotone: a step x - step_size A^-1 grad, capped so no waypoint
+    moves more than the trust radius r and projected onto the limits, is kept only if it lowers
+    the cost; r (``max_step`` at the start) grows 1.5x after a kept step (up to ``max_step``) and
+    halves after a rejected one. The trace holds the accepted cost before each step."""
+    dt = init.dtype
+    lo, hi = model.qpos_lower.astype(dt), model.qpos_upper.astype(dt)
+    objective = lambda x: cost(model, spheres, _assemble(start, x, goal), opts)
+    value_and_grad = jax.value_and_grad(objective)
+
+    def step(carry, _):
+        x, f, g, r = carry
+        dx = -opts.step_size * smoothness_metric_solve(g, opts.w_smooth) * mask[None, :]
+        peak = jnp.max(jnp.abs(dx))
+        over = peak > r
+        dx = dx * jnp.where(over, r / jnp.where(over, peak, 1.0), 1.0)
+        x1 = jnp.clip(x + dx, lo, hi)
+        f1, g1 = value_and_grad(x1)
+        keep = f1 <= f
+        pick = lambda a, b: jnp.where(keep, a, b)
+        r = jnp.where(keep, jnp.minimum(1.5 * r, opts.max_step), 0.5 * r)
+        return (pick(x1, x), pick(f1, f), pick(g1, g), r), f
+
+    x0 = jnp.clip(init[1:-1], lo, hi)
+    f0, g0 = value_and_grad(x0)
+    carry = (x0, f0, g0, jnp.asarray(opts.max_step, dt))
+    (x, f, _, _), trace = jax.lax.scan(step, carry, None, length=opts.iterations)
+    return _assemble(start, x, goal), f, trace
+
+
 def optimize(model: Model, spheres: CollisionModel, start, goal, init, opts: ChompOptions = ChompOptions(),
              free=None):
     """Optimise one path. ``init`` (n, nq) is the initial path (its endpoints are replaced by
@@ -142,8 +199,13 @@ def optimize(model: Model, spheres: CollisionModel, start, goal, init, opts: Cho
     gradient step in ``a`` is CHOMP's covariant step ``A^-1 grad`` (``A = K^T K``) up to a
     constant, so updates spread smoothly along the path instead of zig-zagging waypoints. After
     every step the interior is projected onto the joint limits and ``a`` recomputed from it.
+    That is the ``update="adam"`` / ``"gd"`` path; the default ``"covariant"`` steps the waypoints
+    directly by ``-step_size A^-1 grad`` (module docstring).
     """
     dt = init.dtype
+    mask = jnp.ones(init.shape[1], dt) if free is None else jnp.asarray(free).astype(dt)
+    if opts.update == "covariant":
+        return _covariant(model, spheres, start, goal, init, opts, mask)
     m = init.shape[0] - 2
     lo = model.qpos_lower.astype(dt)
     hi = model.qpos_upper.astype(dt)
@@ -156,7 +218,6 @@ def optimize(model: Model, spheres: CollisionModel, start, goal, init, opts: Cho
     a0 = to_a(jnp.clip(init[1:-1], lo, hi))
 
     tx = opts.transformation()
-    mask = jnp.ones(init.shape[1], dt) if free is None else jnp.asarray(free).astype(dt)
 
     def step(carry, _):
         a, state = carry
@@ -191,4 +252,4 @@ def initial_paths(start, goal, key, count: int, n: int, scale: float, lower=None
 
 
 __all__ = ["ChompOptions", "cost", "hinge", "initial_paths", "obstacle", "optimize", "smoothness",
-           "straight_line"]
+           "smoothness_metric_solve", "straight_line"]
