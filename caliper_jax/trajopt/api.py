@@ -6,7 +6,7 @@ cheapest first, and the cheapest collision-free one is returned.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import jax
@@ -75,6 +75,7 @@ class TrajoptResult:
     initial_costs: np.ndarray  # (P,) cost of the straight line before optimisation
     all_costs: np.ndarray    # (P, K)
     trace: np.ndarray | None = None  # (P, iterations) cost before each step of the chosen path
+    fell_back: np.ndarray | None = None  # (P,) answered by the adam rerun (ChompOptions.fallback)
 
     def to_dict(self) -> dict:
         return {"success": self.success.tolist(), "costs": self.costs.tolist(),
@@ -146,4 +147,31 @@ def trajopt(model: Model, starts, goals, obstacles=(), *, inits: int = 8, seed=0
     pick = np.where(chosen >= 0, chosen, order[:, 0])
     rows = np.arange(P)
     trace = np.asarray(traces, dtype=np.float64)[rows, pick]
-    return TrajoptResult(paths[rows, pick], costs[rows, pick], chosen >= 0, chosen, c0, costs, trace)
+    result = TrajoptResult(paths[rows, pick], costs[rows, pick], chosen >= 0, chosen, c0, costs, trace)
+    failed = np.flatnonzero(chosen < 0)
+    if failed.size and opts.update == "covariant" and opts.fallback:
+        # The covariant step settles on the nearest stationary point, which can leave the arm
+        # through a thin obstacle; Adam's normalised steps wander out of such minima.
+        again = trajopt(model, starts[failed], goals[failed], obstacles, inits=inits, seed=seed,
+                        opts=replace(opts, update="adam", optimizer=None), init_scale=init_scale,
+                        resolution=resolution, spheres=spheres, checker=checker, free=free, **scene_kw)
+        result = _merge(result, failed, again)
+    return result
+
+
+def _merge(result: TrajoptResult, rows: np.ndarray, again: TrajoptResult) -> TrajoptResult:
+    """``result`` with problems ``rows`` replaced by ``again``'s answers where those succeeded."""
+    take = rows[again.success]
+    sub = again.success
+    out = {f: np.array(getattr(result, f), copy=True) for f in ("paths", "costs", "success", "chosen",
+                                                              "all_costs")}
+    for f in out:
+        out[f][take] = getattr(again, f)[sub]
+    trace = result.trace
+    if trace is not None and again.trace is not None and trace.shape[1:] == again.trace.shape[1:]:
+        trace = np.array(trace, copy=True)
+        trace[take] = again.trace[sub]
+    fell_back = np.zeros(result.success.shape[0], dtype=bool)
+    fell_back[take] = True
+    return TrajoptResult(out["paths"], out["costs"], out["success"], out["chosen"], result.initial_costs,
+                         out["all_costs"], trace, fell_back)

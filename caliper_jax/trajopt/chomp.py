@@ -55,6 +55,7 @@ class ChompOptions:
     update: str = "covariant"       # "covariant" (CHOMP's A^-1 step) | "adam" | "gd" (optax)
     step_size: float = 1.0          # covariant: 1/eta in units of the smoothness Hessian
     optimizer: str | None = None    # legacy alias of update ("adam" | "gd"); overrides it when given
+    fallback: bool = True           # covariant: problems with no collision-free result rerun with adam
     beta1: float = 0.9
     beta2: float = 0.999
     adam_eps: float = 1e-8
