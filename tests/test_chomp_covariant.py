@@ -87,3 +87,18 @@ def test_covariant_converges_in_fewer_iterations_than_adam(arm):
     assert its["covariant"] < 0.5 * its["adam"], its
     best = {u: out[u][0].min(axis=1) for u in out}
     assert np.all(best["covariant"] <= 1.05 * best["adam"]), best
+
+
+@pytest.mark.slow   # 16 problems solved twice (~1 min); the default tests above cover the update itself
+def test_default_reruns_with_adam_where_covariant_left_the_path_in_collision():
+    from caliper_jax.planning import Checker
+    from caliper_jax.trajopt import trajopt
+
+    ps = collide_arm_problems(16, seed=0)
+    checker = Checker(ps.model, ps.collision_model(), resolution=ps.resolution, batch=256)
+    kw = dict(inits=8, seed=0, spheres=ps.sphere_model(), checker=checker)
+    pure = trajopt(ps.model, ps.starts, ps.goals, opts=ChompOptions(fallback=False), **kw)
+    default = trajopt(ps.model, ps.starts, ps.goals, **kw)
+    assert default.success.all()
+    np.testing.assert_array_equal(default.fell_back, ~pure.success)      # only the failures reran
+    np.testing.assert_array_equal(default.paths[pure.success], pure.paths[pure.success])

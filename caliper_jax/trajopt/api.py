@@ -147,7 +147,8 @@ def trajopt(model: Model, starts, goals, obstacles=(), *, inits: int = 8, seed=0
     pick = np.where(chosen >= 0, chosen, order[:, 0])
     rows = np.arange(P)
     trace = np.asarray(traces, dtype=np.float64)[rows, pick]
-    result = TrajoptResult(paths[rows, pick], costs[rows, pick], chosen >= 0, chosen, c0, costs, trace)
+    result = TrajoptResult(paths[rows, pick], costs[rows, pick], chosen >= 0, chosen, c0, costs, trace,
+                           np.zeros(P, dtype=bool))
     failed = np.flatnonzero(chosen < 0)
     if failed.size and opts.update == "covariant" and opts.fallback:
         # The covariant step settles on the nearest stationary point, which can leave the arm
@@ -171,7 +172,7 @@ def _merge(result: TrajoptResult, rows: np.ndarray, again: TrajoptResult) -> Tra
     if trace is not None and again.trace is not None and trace.shape[1:] == again.trace.shape[1:]:
         trace = np.array(trace, copy=True)
         trace[take] = again.trace[sub]
-    fell_back = np.zeros(result.success.shape[0], dtype=bool)
+    fell_back = np.array(result.fell_back, copy=True)
     fell_back[take] = True
     return TrajoptResult(out["paths"], out["costs"], out["success"], out["chosen"], result.initial_costs,
                          out["all_costs"], trace, fell_back)
