@@ -210,6 +210,8 @@ def cmd_trajopt(args) -> int:
     at_least(args.inits, "--inits", 1)
     seed(args.seed)
     positive(args.learning_rate, "--learning-rate")
+    if args.dynamics:
+        _dynamics_flags(args)
     budget(args.inits * args.waypoints, "--inits x --waypoints (paths optimised at once)", "batch")
     budget(args.inits * args.iterations, "--inits x --iterations (optimiser steps)")
     model = load_robot(args)
@@ -228,6 +230,8 @@ def cmd_trajopt(args) -> int:
                   exact=exact, resolution=args.resolution, free=free)
     require_finite(f"trajopt {model.name}", hint="the optimisation diverged: lower --learning-rate",
                    path=res.paths[0])
+    if args.dynamics:
+        return _trajopt_dynamics(args, model, start, goal, spheres, exact, srdf, res)
     ok = bool(res.success[0])
     held = [n for n, a, b in zip(coordinate_names(model), start, goal, strict=True)
             if a == b and n not in free]
@@ -245,6 +249,49 @@ def cmd_trajopt(args) -> int:
         lines.append(f"  {_fmt(w)}")
     if held:
         lines.append(f"  held (start == goal; --free NAMES lets them move): {', '.join(held)}")
+    emit(args, report, "\n".join(lines))
+    return 0 if ok else 1
+
+
+def _dynamics_flags(args):
+    """Checks of the --dynamics flags (before any solve) -> the duration or None."""
+    at_least(args.horizon, "--horizon", 2)
+    budget(args.horizon, "--horizon (shooting intervals)", "batch")
+    duration = None if args.duration is None else positive(args.duration, "--duration")
+    if args.objective == "effort" and duration is None:
+        raise CaliperError("--objective effort needs --duration SECONDS (a fixed-time problem)")
+    return duration
+
+
+def _trajopt_dynamics(args, model, start, goal, spheres, exact, srdf, chomp) -> int:
+    """``trajopt --dynamics``: multiple shooting over the native dynamics, warm-started from the
+    CHOMP path just computed; success = converged and collision-free (exact colliders)."""
+    from caliper_jax.planning import Checker
+    from caliper_jax.trajopt import trajopt_dynamic
+
+    duration = _dynamics_flags(args)
+    res = trajopt_dynamic(model, start, goal, horizon=args.horizon, duration=duration,
+                          objective=args.objective, spheres=spheres, init=chomp.paths[0], key=args.seed)
+    require_finite(f"trajopt --dynamics {model.name}", hint="lower --horizon or raise --duration",
+                   q=res.q[0], tau=res.tau[0])
+    clear = bool(Checker(model, exact, resolution=args.resolution).path_valid(res.q[0]))
+    ok = bool(res.converged[0]) and clear
+    report = {"robot": model.name, "start": start.tolist(), "goal": goal.tolist(), "seed": args.seed,
+              "dynamics": True, "objective": args.objective, "horizon": args.horizon, "success": ok,
+              "converged": bool(res.converged[0]), "collision_free": clear,
+              "violation": float(res.violation[0]), "objective_value": float(res.objective[0]),
+              "duration": float(res.duration[0]), "times": res.times[0].tolist(), "q": res.q[0].tolist(),
+              "qd": res.qd[0].tolist(), "tau": res.tau[0].tolist(), "chomp_success": bool(chomp.success[0]),
+              "srdf": None if srdf is None else str(srdf), "obstacles": list(exact.obstacles),
+              "note": f"collision-checked with the exact colliders at a {args.resolution:g} resolution; "
+                      "tau is held on each interval"}
+    state = "OK" if ok else ("FAILED (not converged)" if not res.converged[0] else "FAILED (collides)")
+    lines = [f"{model.name}: dynamics trajopt ({args.objective}) {state}; "
+             f"duration {report['duration']:.4g} s, "
+             f"objective {report['objective_value']:.4g}, violation {report['violation']:.2g}, "
+             f"max |tau| {_fmt(np.abs(res.tau[0]).max(axis=0))}"]
+    for t, q in list(zip(res.times[0], res.q[0], strict=True))[:: max(1, args.horizon // 8)]:
+        lines.append(f"  t={t:.3f}  {_fmt(q)}")
     emit(args, report, "\n".join(lines))
     return 0 if ok else 1
 
@@ -277,11 +324,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--strict", action="store_true", help="exit 1 when in collision")
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("plan", help="collision-free joint-space path to a goal (RRT-Connect by default)")
+    p = sub.add_parser("plan", help="collision-free joint-space path to a goal (jitted RRT-Connect by default)")
     _scene_args(p)
     p.add_argument("--goal", required=True, help="goal joint positions")
     p.add_argument("--start", default=None, help="start joint positions (default neutral)")
-    p.add_argument("--planner", default="rrtconnect", help="rrtconnect (default), rrtstar or prm")
+    p.add_argument("--planner", default="auto",
+                   help="auto (default: the jitted vrrtconnect on sphere-covered robots among primitive "
+                        "obstacles, else / on failure the host rrtconnect), vrrtconnect, rrtconnect, rrtstar "
+                        "or prm")
     _seeded_args(p)
     p.add_argument("--margin", type=float, default=0.0,
                    help="required clearance, m (sampled edges can graze by a few mm: e.g. 0.005)")
@@ -289,7 +339,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-iterations", type=int, default=None, help="search budget")
     p.add_argument("--no-smooth", action="store_true", help="skip shortcut smoothing")
     p.add_argument("--batch", type=int, default=None,
-                   help="pad every collision call to this many states (one compiled shape)")
+                   help="pad every exact collision call to this many states (one compiled shape)")
     p.add_argument("--retime", nargs="?", const="scurve", default=None, metavar="scurve|topp",
                    help="time the path (scurve: jerk-limited, the default; topp: time-optimal on the "
                         "segments) and lint it (T008/T009)")
@@ -307,6 +357,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--free", default=None, metavar="NAMES",
                    help="joints that may move although start == goal (comma separated, or 'all'; by "
                         "default a joint the problem does not move, e.g. a gripper finger, is held)")
+    p.add_argument("--dynamics", action="store_true",
+                   help="then optimise torques and states over the rigid-body dynamics (multiple "
+                        "shooting, torque/velocity/joint limits), warm-started from the CHOMP path")
+    p.add_argument("--objective", choices=("time", "effort"), default="time",
+                   help="with --dynamics: minimum time (default) or minimum effort (needs --duration)")
+    p.add_argument("--horizon", type=int, default=24, help="with --dynamics: shooting intervals (default 24)")
+    p.add_argument("--duration", type=float, default=None,
+                   help="with --dynamics: the duration, s (fixed for effort; the initial guess for time)")
     _seeded_args(p)
     p.set_defaults(func=cmd_trajopt)
 

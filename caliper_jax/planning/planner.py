@@ -1,12 +1,20 @@
 """The planning front door: classify the goal, search, shortcut-smooth, hand off to retiming.
 
-``plan`` is deterministic for a seed: the only randomness is the JAX PRNG stream of the
-:class:`~caliper_jax.planning.sampling.Sampler`, and the host-side search is plain NumPy.
+Planners: ``vrrtconnect`` -- RRT-Connect as one jitted loop on the sphere planning checker
+(:mod:`caliper_jax.planning.vrrt`, :mod:`caliper_jax.planning.spherecheck`), then the exact mesh
+check of the returned paths at 4x the planning resolution; the host planners ``rrtconnect``,
+``rrtstar``, ``prm`` (NumPy trees, batched exact GJK checks); ``auto`` (the default) is
+``vrrtconnect`` when the scene's obstacles are spheres, capsules, boxes or half-spaces, falling
+back to ``rrtconnect`` when the fast path returns no verified path.
+
+``plan`` is deterministic for a seed: every random number comes from the JAX PRNG key.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
+import jax
 import numpy as np
 
 from caliper_jax.collision.scene import CollisionModel
@@ -19,7 +27,9 @@ from caliper_jax.planning.sampling import Sampler, as_key
 from caliper_jax.planning.smoothing import path_length, shortcut
 from caliper_jax.planning.validity import Checker
 
-PLANNERS = ("rrtconnect", "rrtstar", "prm")
+PLANNERS = ("auto", "vrrtconnect", "rrtconnect", "rrtstar", "prm")
+#: Attempts of the fast path (fresh keys) before ``auto`` falls back to the host planner.
+FAST_ATTEMPTS = 3
 
 
 @dataclass
@@ -57,13 +67,15 @@ class PlanResult:
         }
 
 
-def plan(model: Model, cm: CollisionModel, goal, start=None, *, planner: str = "rrtconnect", seed=0,
+def plan(model: Model, cm: CollisionModel, goal, start=None, *, planner: str = "auto", seed=0,
          resolution: float = 0.02, margin: float = 0.0, step: float = 0.3, max_iterations: int | None = None,
          smooth: bool = True, checker: Checker | None = None) -> PlanResult:
     """Plan a collision-free joint-space path from ``start`` (default: the neutral pose) to
     ``goal``. ``seed`` is an int or a JAX key. ``resolution`` is the edge-check step (rad or m),
     ``margin`` a required clearance (m). ``max_iterations`` bounds the search (planner-specific
-    default); for PRM it bounds the roadmap size in samples."""
+    default); for PRM it bounds the roadmap size in samples. ``checker``: the exact (GJK)
+    checker; it classifies start and goal, checks the host planners' edges, and escapes the fast
+    path's endpoints (see the module docstring for ``planner``)."""
     if planner not in PLANNERS:
         raise CaliperError(f"unknown planner {planner!r} (expected one of {', '.join(PLANNERS)})")
     if not (np.isfinite(step) and step > 0):
@@ -93,6 +105,24 @@ def plan(model: Model, cm: CollisionModel, goal, start=None, *, planner: str = "
     g = classify_joint_goal(checker, goal)
     if g.status != REACHABLE:
         return result(g.status, g.reason)
+    if planner in ("auto", "vrrtconnect"):
+        fast = _plan_fast(model, cm, start, goal, checker, as_key(seed), step=step, margin=margin,
+                          max_iterations=max_iterations, smooth=smooth)
+        if fast is not None and (fast[0] is not None or planner == "vrrtconnect"):
+            path, raw, stats, note = fast
+            if path is None:
+                return result(BLOCKED, f"vrrtconnect: {note}; sampling-based, so this is not a proof that "
+                                       "none exists", stats=stats)
+            out = result(REACHABLE, f"path found by vrrtconnect: {path.shape[0]} waypoints, length "
+                                    f"{path_length(path):.4g} (joint space); {note}", path, raw, stats)
+            out.planner = "vrrtconnect"
+            out.calls += stats.calls
+            out.states_checked += stats.states
+            return out
+        if planner == "vrrtconnect":
+            raise CaliperError("planner 'vrrtconnect' needs obstacles of kinds sphere, capsule, box or "
+                               "half-space and revolute/prismatic joints")
+        planner = "rrtconnect"                      # auto: the host planner
     sampler = Sampler(as_key(seed), checker.lower, checker.upper)
     if planner == "rrtconnect":
         raw, stats = rrt_connect(checker, start, goal, sampler, step=step,
@@ -109,6 +139,137 @@ def plan(model: Model, cm: CollisionModel, goal, start=None, *, planner: str = "
     path = shortcut(checker, raw, sampler) if smooth else raw
     return result(REACHABLE, f"path found by {planner}: {path.shape[0]} waypoints, length "
                              f"{path_length(path):.4g} (joint space)", path, raw, stats)
+
+
+# ---- the fast path ----------------------------------------------------------------------------
+
+@dataclass
+class _FastStats:
+    iterations: int = 0
+    nodes: int = 0
+    calls: int = 0
+    states: int = 0
+
+
+_FAST: dict = {}
+_FINE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _obstacles(cm: CollisionModel) -> list:
+    from caliper_jax.collision.geometry import Collider
+
+    R, p = np.asarray(cm.R, np.float64), np.asarray(cm.p, np.float64)
+    radius, half = np.asarray(cm.radius, np.float64), np.asarray(cm.half, np.float64)
+    return [Collider(cm.names[i], -1, cm.kinds[i], R[i], p[i], float(radius[i]), half[i], obstacle=True)
+            for i in range(cm.n_robot, cm.ncollider)]
+
+
+def fast_checker(model: Model, cm: CollisionModel):
+    """The sphere planning checker for ``model`` with ``cm``'s allow-list and obstacle kinds
+    (cached per model object, obstacle kinds and allow-list: a moved obstacle reuses it and its
+    compiled search), or None when an obstacle kind has no sphere closed form or the robot is not
+    supported by the sphere checker."""
+    from caliper_jax.planning.spherecheck import KINDS, planning_checker
+
+    kinds = cm.kinds[cm.n_robot:]
+    if any(k not in KINDS for k in kinds):
+        return None
+    key = (id(model), kinds, cm.allowed)
+    hit = _FAST.get(key)
+    if hit is None or hit[0] is not model:
+        try:
+            fast = planning_checker(model, _obstacles(cm), disabled_pairs=cm.allowed)
+        except CaliperError:            # e.g. joints the lane kernel does not support: host planners
+            return None
+        hit = _FAST[key] = (model, fast)
+    return hit[1]
+
+
+def exact_fine_checker(checker: Checker, factor: int = 4) -> Checker:
+    """The exact checker at ``resolution / factor`` and no margin (cached per checker): the final
+    check of every path the fast planner returns."""
+    per = _FINE.setdefault(checker, {})
+    if factor not in per:
+        per[factor] = Checker(checker.model, checker.cm, resolution=checker.resolution / factor, batch=256)
+    return per[factor]
+
+
+def escape_checker(checker: Checker) -> Checker:
+    """``checker``'s settings with one fixed batch of 32 states (one compiled shape): checks the
+    short edges of :func:`~caliper_jax.planning.vrrt.escape_endpoints`."""
+    per = _FINE.setdefault(checker, {})
+    if "escape" not in per:
+        per["escape"] = Checker(checker.model, checker.cm, margin=checker.margin,
+                                resolution=checker.resolution, batch=32)
+    return per["escape"]
+
+
+def _plan_fast(model, cm, start, goal, checker: Checker, key, *, step, margin, max_iterations, smooth):
+    """(path, raw, stats, note) -- path None when no verified path -- or None when unsupported."""
+    from caliper_jax.planning.vrrt import (
+        CODES,
+        ENDPOINT_INVALID,
+        TREE_FULL,
+        SearchOptions,
+        escape_endpoints,
+        solve_one,
+    )
+    from caliper_jax.planning.vshortcut import ShortcutOptions
+
+    fast = fast_checker(model, cm)
+    if fast is None:
+        return None
+    params = fast.with_obstacles(_obstacles(cm), margin=max(margin, checker.margin))
+    lo, hi = np.asarray(fast.lower), np.asarray(fast.upper)
+    span = float(np.max(np.where(np.isfinite(hi - lo), hi - lo, 2 * np.pi)))
+    opts = SearchOptions(step=float(step), resolution=checker.resolution,
+                         max_iterations=int(max_iterations or 4000))
+    smoothing = ShortcutOptions(resolution=checker.resolution, max_span=span) if smooth else None
+    fine = exact_fine_checker(checker)
+    stats = _FastStats()
+    note = ""
+    for attempt in range(FAST_ATTEMPTS):
+        k_esc, k_search = jax.random.split(jax.random.fold_in(key, attempt))
+        ends, moved = escape_endpoints(fast, escape_checker(checker), np.stack([start, goal]), k_esc,
+                                       params=params)
+        if not np.all(np.isfinite(ends)):
+            note = "no escape from an endpoint the sphere model rejects"
+            continue
+        r = solve_one(fast, ends[0], ends[1], k_search, opts, smoothing, params)
+        stats.iterations += int(r["iterations"])
+        stats.nodes = int(r["nodes"])
+        stats.calls += int(r["iterations"])
+        stats.states += int(r["states"])
+        if not r["found"] and int(r["code"]) == TREE_FULL:     # a bigger tree (one more compile)
+            opts = opts._replace(capacity=4 * opts.capacity)
+            r = solve_one(fast, ends[0], ends[1], k_search, opts, smoothing, params)
+            stats.iterations += int(r["iterations"])
+            stats.calls += int(r["iterations"])
+            stats.states += int(r["states"])
+        if not r["found"]:
+            note = CODES[int(r["code"])]
+            if int(r["code"]) != ENDPOINT_INVALID:
+                return None, None, stats, note       # budget or capacity: more attempts rarely help
+            continue
+        paths = []
+        for buf, n in ((r["raw"], int(r["raw_length"])), (r["path"], int(r["length"]))):
+            p = buf[:n].copy()
+            p[0], p[-1] = ends[0], ends[1]        # the float64 endpoints, not their float32 copies
+            if moved[0]:
+                p = np.concatenate([start[None], p])
+            if moved[1]:
+                p = np.concatenate([p, goal[None]])
+            paths.append(p)
+        raw, path = paths
+        same = path.shape == raw.shape and np.array_equal(path, raw)
+        if fine.path_valid(path) and (same or fine.path_valid(raw)):
+            escaped = int(moved.sum())
+            note = (f"{stats.iterations} iterations; exact mesh check at resolution {fine.resolution:g} "
+                    "passed" + (f"; {escaped} endpoint(s) escaped the sphere cover by an exactly checked edge"
+                                if escaped else ""))
+            return path, raw, stats, note
+        note = f"the exact mesh check at resolution {fine.resolution:g} failed"
+    return None, None, stats, note
 
 
 RETIMERS = ("scurve", "topp")
@@ -136,5 +297,7 @@ def plan_trajectory(model: Model, waypoints, limits=None, method: str = "scurve"
     return retime_waypoints(waypoints, limits)
 
 
-__all__ = ["BLOCKED", "OUT_OF_REACH", "PLANNERS", "PlanResult", "REACHABLE", "RETIMERS", "plan",
+__all__ = ["BLOCKED", "FAST_ATTEMPTS", "OUT_OF_REACH", "PLANNERS", "escape_checker", "exact_fine_checker",
+           "fast_checker",
+           "PlanResult", "REACHABLE", "RETIMERS", "plan",
            "plan_trajectory"]

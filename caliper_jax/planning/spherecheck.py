@@ -235,16 +235,19 @@ def _fingerprint(model: Model) -> str:
     return h.hexdigest()
 
 
-def robot_spheres(model: Model, srdf=None, max_per_collider: int = 8, split: int = SPLIT) -> _RobotSpheres:
+def robot_spheres(model: Model, srdf=None, max_per_collider: int = 8, split: int = SPLIT,
+                  disabled_pairs=()) -> _RobotSpheres:
     """The conservative sphere cover of ``model``'s collision geometry and its self sphere pairs
-    (cached in memory per robot, SRDF, ``max_per_collider`` and ``split``)."""
+    (cached in memory per robot, SRDF, disabled pairs, ``max_per_collider`` and ``split``)."""
     from caliper_jax.collision.scene import build_collision_model
 
-    key = (_fingerprint(model), None if srdf is None else str(Path(srdf).resolve()), int(max_per_collider),
-           int(split))
+    disabled_pairs = tuple(sorted(tuple(sorted(map(str, p))) for p in disabled_pairs))
+    key = (_fingerprint(model), None if srdf is None else str(Path(srdf).resolve()), disabled_pairs,
+           int(max_per_collider), int(split))
     if key in _CACHE:
         return _CACHE[key]
-    cm = build_collision_model(model, (), srdf=srdf, max_hull_vertices=MAX_HULL_VERTICES)
+    cm = build_collision_model(model, (), srdf=srdf, disabled_pairs=disabled_pairs,
+                               max_hull_vertices=MAX_HULL_VERTICES)
     from caliper_jax.collision.scene import colliders_of
 
     cols = colliders_of(cm)
@@ -520,13 +523,14 @@ def _run(kernel, params, qs, block):
     return out.reshape(-1)[:B]
 
 
-def planning_checker(model: Model, obstacles=(), *, srdf=None, margin: float = 0.0, capacity=None,
-                     max_per_collider: int = 8, split: int = SPLIT, block: int = BLOCK,
+def planning_checker(model: Model, obstacles=(), *, srdf=None, disabled_pairs=(), margin: float = 0.0,
+                     capacity=None, max_per_collider: int = 8, split: int = SPLIT, block: int = BLOCK,
                      early_exit: bool = False, dtype=None) -> PlanningChecker:
     """A :class:`PlanningChecker` for ``model`` among ``obstacles`` (``box``, ``sphere``,
     ``capsule``, ``ground``, ``halfspace`` from :mod:`caliper_jax.collision`).
 
     ``srdf``: path of an SRDF whose ``<disable_collisions>`` pairs are not checked;
+    ``disabled_pairs``: more (link, link) pairs not checked (e.g. a CollisionModel's ``allowed``);
     ``margin`` (m): clearance every pair must keep; ``capacity``: obstacle slots per kind -- an
     int (every kind, at least the given count) or a dict (``{"box": 8, "sphere": 4}``); by default
     exactly the given counts. ``split``: spheres per polytope in the split cover (0: the slab fit
@@ -546,7 +550,7 @@ def planning_checker(model: Model, obstacles=(), *, srdf=None, margin: float = 0
     dtype = dtype or model.jnt_p.dtype
     caps = _capacities(obstacles, capacity)
     params = make_params(obstacles, caps, margin, dtype)
-    rs = robot_spheres(model, srdf, max_per_collider, split)
+    rs = robot_spheres(model, srdf, max_per_collider, split, disabled_pairs)
     lo = np.asarray(model.qpos_lower, np.float64)
     hi = np.asarray(model.qpos_upper, np.float64)
     if model.jnt_p.dtype != jnp.dtype(dtype):
