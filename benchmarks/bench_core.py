@@ -6,7 +6,10 @@ forward with contacts disabled.
     python benchmarks/bench_core.py [--robot panda] [--batches 1 64 1024 4096] [--no-mjx]
                                     [--host-devices 2]
 
-Figures are configurations per second (higher is better). Results: benchmarks/README.md.
+Figures are configurations per second (higher is better), timed two ways: pipelined (calls queued
+back to back, one wait per round) and waiting for every result before the next call. ``fd`` is the
+default ``forward_dynamics`` (vmapped: the ABA lane kernel), ``fd_cholesky`` CRBA + Cholesky.
+Results: benchmarks/README.md.
 ``--host-devices N`` splits the CPU into N XLA devices and shards the batch over them (one jitted
 call, N cores busy -- XLA's CPU backend otherwise runs these small fused kernels on one core);
 Pinocchio's parallel figures use the same number of threads.
@@ -50,6 +53,7 @@ OPS = {
     "crba": (lambda m, q, v: dynamics.crba(m, q)),
     "aba": (lambda m, q, v: dynamics.aba(m, q, v, v)),
     "fd_cholesky": (lambda m, q, v: dynamics.forward_dynamics_cholesky(m, q, v, v)),
+    "fd": (lambda m, q, v: dynamics.forward_dynamics(m, q, v, v)),     # the default (ABA lanes)
 }
 
 
@@ -66,6 +70,22 @@ def timed(fn, *args, min_time=1.0, rounds=5):
             if time.perf_counter() - start > min_time / rounds and n >= 3:
                 break
         jax.block_until_ready(out)
+        best = min(best, (time.perf_counter() - start) / n)
+    return best
+
+
+def timed_waiting(fn, *args, min_time=1.0, rounds=5):
+    """Seconds per call when every result is waited for before the next call (a user's loop that
+    reads each answer): no overlap of dispatch with the previous call's work."""
+    jax.block_until_ready(fn(*args))
+    best = float("inf")
+    for _ in range(rounds):
+        n, start = 0, time.perf_counter()
+        while True:
+            jax.block_until_ready(fn(*args))
+            n += 1
+            if time.perf_counter() - start > min_time / rounds and n >= 3:
+                break
         best = min(best, (time.perf_counter() - start) / n)
     return best
 
@@ -93,9 +113,11 @@ def ours(model, batches, dtypes, ops):
                 compiled = f.lower(m, qs, vs).compile()
                 compile_s = time.perf_counter() - t0
                 dt = timed(compiled, m, qs, vs)
-                rows.append((name, np.dtype(dtype).name, B, compile_s, B / dt))
-                print(f"  ours {name:9s} {np.dtype(dtype).name:8s} batch {B:6d}: "
-                      f"compile {compile_s:6.2f} s   {B / dt:12.4g} /s", flush=True)
+                dt_wait = timed_waiting(compiled, m, qs, vs)
+                rows.append((name, np.dtype(dtype).name, B, compile_s, B / dt, B / dt_wait))
+                print(f"  ours {name:11s} {np.dtype(dtype).name:8s} batch {B:6d}: "
+                      f"compile {compile_s:6.2f} s   pipelined {B / dt:11.4g} /s   "
+                      f"waiting {B / dt_wait:11.4g} /s", flush=True)
     return rows
 
 
@@ -125,6 +147,15 @@ def pinocchio(path, batches):
     for k in range(min(B, 2000)):
         pin.aba(pm, pd, q[:, k], v[:, k], v[:, k])
     out["aba loop"] = min(B, 2000) / (time.perf_counter() - start)
+    frame = pm.nframes - 1
+    start = time.perf_counter()
+    for k in range(min(B, 2000)):
+        pin.computeFrameJacobian(pm, pd, q[:, k], frame, pin.LOCAL_WORLD_ALIGNED)
+    out["jacobian loop"] = min(B, 2000) / (time.perf_counter() - start)
+    start = time.perf_counter()
+    for k in range(min(B, 2000)):
+        pin.crba(pm, pd, q[:, k])
+    out["crba loop"] = min(B, 2000) / (time.perf_counter() - start)
     threads = os.cpu_count() or 1
     out[f"fk loop in {threads} processes at once"] = _fk_loop_in_processes(str(path), threads)
     pool = pin.ModelPool(pm, threads)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from caliper_jax import lanes, levels
+from caliper_jax import lanes, lanes_jacobian, levels
 from caliper_jax.configuration import expand_q, expand_v, reduce_force
 from caliper_jax.model import Model, tables
 from caliper_jax.spatial import axis_angle_to_R, cross, homogeneous, mm, mtv, mv, quat_to_R
@@ -219,18 +219,55 @@ def _point_jacobians(model: Model, xi, bodies, points, rotations, reference):
 
 
 def frame_jacobians(model: Model, q, reference: str = "world"):
-    """Geometric Jacobians of every frame: (nframe, 6, nv), rows [v; w]."""
+    """Geometric Jacobians of every frame: (nframe, 6, nv), rows [v; w].
+
+    Under ``jax.vmap`` (revolute/prismatic joints, one shared Model) the batch runs through the
+    lane kernel of :mod:`caliper_jax.lanes_jacobian`; derivatives come from the reference form."""
+    if reference not in REFERENCES:
+        raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
+    return _jacobian_fast_path(None, reference)(model, q)
+
+
+def _frame_jacobians_reference(model: Model, q, reference: str = "world"):
     Rw, pw = body_poses(model, q)
     Rf, pf = _frames_from_bodies(model, Rw, pw)
     return _point_jacobians(model, motion_axes(model, Rw, pw), model.frame_body, pf, Rf, reference)
 
 
 def frame_jacobian(model: Model, q, frame: int, reference: str = "world"):
-    """Geometric Jacobian (6, nv) of one frame (index from ``model.frame_id``)."""
+    """Geometric Jacobian (6, nv) of one frame (index from ``model.frame_id``).
+
+    Under ``jax.vmap`` (revolute/prismatic joints, one shared Model) the batch runs through the
+    lane kernel of :mod:`caliper_jax.lanes_jacobian` (only the frame's chain); derivatives come
+    from the reference form."""
+    if reference not in REFERENCES:
+        raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
+    return _jacobian_fast_path(int(frame), reference)(model, q)
+
+
+def _frame_jacobian_reference(model: Model, q, frame: int, reference: str = "world"):
     Rw, pw = body_poses(model, q)
     Rf, pf = _frames_from_bodies(model, Rw, pw)
     return _point_jacobians(model, motion_axes(model, Rw, pw), (model.frame_body[frame],),
                             pf[frame][None], Rf[frame][None], reference)[0]
+
+
+_JACOBIAN_PATHS: dict = {}
+
+
+def _jacobian_fast_path(frame, reference):
+    """The ``lanes.vmap_fast_path`` dispatcher of one frame's Jacobian (every frame's for
+    ``frame=None``) in one reference, built once per (frame, reference). Blocks of 128 lanes."""
+    key = (frame, reference)
+    if key not in _JACOBIAN_PATHS:
+        if frame is None:
+            ref = lambda m, q: _frame_jacobians_reference(m, q, reference)  # noqa: E731
+            kernel = lambda m, q: lanes_jacobian.frame_jacobians_lanes(m, q, reference)  # noqa: E731
+        else:
+            ref = lambda m, q: _frame_jacobian_reference(m, q, frame, reference)  # noqa: E731
+            kernel = lambda m, q: lanes_jacobian.frame_jacobian_lanes(m, q, frame, reference)  # noqa: E731
+        _JACOBIAN_PATHS[key] = lanes.vmap_fast_path(ref, kernel, block=128)
+    return _JACOBIAN_PATHS[key]
 
 
 # ---- frame velocities and accelerations ------------------------------------------------------------

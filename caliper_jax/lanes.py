@@ -1,5 +1,7 @@
 """Batched kernels with the batch in the lanes: the fast path behind ``jax.vmap`` of
-``kinematics.forward_kinematics``, ``dynamics.rnea``, ``dynamics.crba`` and ``dynamics.solve_spd``.
+``kinematics.forward_kinematics``, ``dynamics.rnea``, ``dynamics.crba`` and ``dynamics.solve_spd``
+(the frame Jacobians and ABA, built from the helpers here, are in :mod:`caliper_jax.lanes_jacobian`
+and :mod:`caliper_jax.lanes_aba`).
 
 Every array here carries the batch on its *last* axis (``L`` lanes): a rotation of every body is
 ``(nbody, 3, 3, L)``, a spatial vector ``(nbody, 6, L)``. Each elementwise op then runs over a
@@ -164,6 +166,12 @@ def _masked_sum(mask, x):
 def _world_poses(model: Model, q):
     """World pose of every body at q (nq, L): (nbody, 4, 3, L), rows 0-2 of each the rotation,
     row 3 the origin. Prismatic joints enter sincos as angle 0 (exactly sin 0, cos 1)."""
+    return _stack(world_pose_list(model, q))
+
+
+def world_pose_list(model: Model, q):
+    """The bodies' world poses of :func:`_world_poses` as a list of (4, 3, L) arrays (a kernel that
+    needs a few bodies picks them without slicing the stacked array)."""
     q_full = expand_q(model, q)                                          # mimic rows filled in
     is_rev = _is_revolute(model)
     coord = q_full[np.array(model.body_qadr)]                           # (nbody, L)
@@ -184,7 +192,7 @@ def _world_poses(model: Model, q):
             R_par, p_par = world[parent][:3], world[parent][3]
             world.append(keep(jnp.concatenate(
                 [_mm(R_par, local[i][:3]), (p_par + _mv(R_par, local[i][3]))[None]])))
-    return _stack(world)
+    return world
 
 
 def forward_kinematics_lanes(model: Model, q):
