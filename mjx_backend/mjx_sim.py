@@ -28,8 +28,10 @@ class MjxBackend(SimBackend):
     def __init__(self, scene, nworld: int = 1, *, q0=None, v0=None, impl: str | None = None, params=None,
                  **scene_kwargs):
         import jax
-        from mujoco import mjx
 
+        from mjx_backend.versions import import_mjx
+
+        mjx = import_mjx()
         scene = as_scene(scene, **scene_kwargs)
         super().__init__(scene, nworld, q0, v0)
         opts = scene.mjcf.options
@@ -69,7 +71,10 @@ class MjxBackend(SimBackend):
     def _step_fn(self, nstep: int):
         if nstep not in self._compiled:
             import jax
-            from mujoco import mjx
+
+            from mjx_backend.versions import import_mjx
+
+            mjx = import_mjx()
 
             def one_world(m, d, ctrl, qfrc, eq, scale):
                 m = m.replace(actuator_gainprm=m.actuator_gainprm * scale,

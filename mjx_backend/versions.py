@@ -34,3 +34,15 @@ def check_pinned() -> dict:
 
 
 __all__ = ["PINNED", "PACKAGES", "check_pinned", "installed_versions"]
+
+
+def import_mjx():
+    """``mujoco.mjx``, imported with the note it prints on stdout when the optional warp backend
+    is missing sent to stderr instead (it would corrupt a command's ``--json`` output)."""
+    import contextlib
+    import sys
+
+    if "mujoco.mjx" not in sys.modules:
+        with contextlib.redirect_stdout(sys.stderr):
+            import mujoco.mjx  # noqa: F401
+    return sys.modules["mujoco.mjx"]

@@ -55,15 +55,17 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from mujoco import mjx
 
 from caliper_jax.control.safety import gate, init_safety, safety_params, setpoint
 from caliper_jax.errors import CaliperError
 from caliper_jax.spatial import quat_conj, quat_mul
 from mjx_backend.randomize import batch_mjx_model
+from mjx_backend.versions import import_mjx
 from tasks import env_spec as S
 from tasks.env import EnvShapes, _cached, _check_args, _reset_draws, check_draws, draw_shapes, resolve_task
 from tasks.predicates import evaluator
+
+mjx = import_mjx()
 
 _DEFAULT_RANDOMIZATION = S.EnvRandomization()
 

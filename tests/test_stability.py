@@ -64,6 +64,9 @@ class Case(NamedTuple):
 
 
 GOAL = "0.5,-0.4"
+# caliper identify: parameters by name, prediction errors by feature name
+IDENTIFY_KEYED = ("parameters",) + tuple(f"rmse.{split}.{when}" for split in ("train", "validation")
+                                          for when in ("before", "after"))
 SCENE = ("--ground", "-0.1", "--box", "0,0,0.8,0.06,0.3,0.06")
 
 # One entry per command (and per variant whose report has other keys). Small arguments: compile
@@ -143,6 +146,10 @@ CASES: dict[str, Case] = {
     "graph list": Case(("graph", "list"), ("examples", "node_types", "node_types.*.inputs",
                                             "node_types.*.outputs", "node_types.*.params")),
     "studio": Case(("studio", "gripper_arm", "--once")),
+    "identify --mode inertial": Case(("identify", "{tmp}/torques.npz", "--mode", "inertial", "--robot",
+                                      "pendulum2"), IDENTIFY_KEYED),
+    "identify": Case(("identify", "{tmp}/swing.npz", "--task", "sysid:swing", "--params", "damping:j1",
+                      "--chunk", "10", "--iterations", "2"), IDENTIFY_KEYED),
     # bad input under --json: the error report (skipped while errors are plain text)
     "error": Case(("fk", "nosuchbot"), rc=(2,)),
 }
@@ -150,7 +157,17 @@ CASES: dict[str, Case] = {
 
 def _prepare(label: str, tmp: Path) -> None:
     """Input files of one case."""
-    if "calibrate" in label:
+    if label == "identify":
+        import jax as _jax
+
+        from caliper_jax import sysid
+        from caliper_jax.sysid import scenes
+
+        mj = scenes.scene("swing")
+        ps = sysid.param_set(mj, "damping:j1")
+        data = sysid.planted_dataset(mj, ps, ps.nominal, episodes=2, steps=20, key=_jax.random.PRNGKey(2))
+        np.savez(tmp / "swing.npz", qpos=data.qpos, qvel=data.qvel, ctrl=data.ctrl)
+    if "calibrate" in label or label == "identify --mode inertial":
         from caliper_jax import api
         from caliper_jax.loading import load
 

@@ -43,13 +43,14 @@ SUBCOMMAND_MODULES = (
     "caliper_jax.cli.render",
     "caliper_jax.cli.studio",
     "caliper_jax.cli.graph",
+    "caliper_jax.cli.identify",
 )
 
 # Commands that can take more than a couple of seconds (compiling, long rollouts): a stage line
 # with a spinner and the elapsed time on stderr while they run (a TTY only; see caliper_jax.progress).
 STAGED = frozenset({"demo", "sim", "fk", "ik", "analyze", "calibrate", "move", "report", "check", "plan",
                     "trajopt", "control", "record", "contact-sim", "contact-lint", "mjcf", "task", "learn",
-                    "terrain", "render", "graph"})
+                    "terrain", "render", "graph", "identify"})
 
 
 # Command groups that never import JAX (no compilation cache to set up, no JAX import to pay for),

@@ -324,7 +324,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--strict", action="store_true", help="exit 1 when in collision")
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("plan", help="collision-free joint-space path to a goal (jitted RRT-Connect by default)")
+    p = sub.add_parser("plan", help="collision-free joint-space path to a goal (jitted RRT-Connect default)")
     _scene_args(p)
     p.add_argument("--goal", required=True, help="goal joint positions")
     p.add_argument("--start", default=None, help="start joint positions (default neutral)")

@@ -1,6 +1,7 @@
 """CHOMP-style trajectory optimisation: smoothness + sphere-approximation obstacle hinge,
 Adam in JAX, joint limits by projection, batched over problems and initialisations."""
 from caliper_jax.trajopt.api import TrajoptResult, solve_batch, trajopt
+from caliper_jax.trajopt.auglag import ALOptions
 from caliper_jax.trajopt.chomp import (
     ChompOptions,
     cost,
@@ -11,6 +12,9 @@ from caliper_jax.trajopt.chomp import (
     smoothness,
     straight_line,
 )
+from caliper_jax.trajopt.dynamic import DynamicOptions, DynamicResult, trajopt_dynamic
+from caliper_jax.trajopt.path_timing import time_optimal
 
-__all__ = ["ChompOptions", "TrajoptResult", "cost", "hinge", "initial_paths", "obstacle", "optimize",
+__all__ = ["ALOptions", "DynamicOptions", "DynamicResult", "time_optimal", "trajopt_dynamic",
+           "ChompOptions", "TrajoptResult", "cost", "hinge", "initial_paths", "obstacle", "optimize",
            "smoothness", "solve_batch", "straight_line", "trajopt"]

@@ -1,0 +1,311 @@
+"""System identification through contact: Levenberg-Marquardt on chunked MJX rollout residuals.
+
+The unknowns are a :class:`~caliper_jax.sysid.params.ParamSet` (named, bounded scalars written
+into the ``mjx.Model``). The residuals are the shooting errors of :mod:`caliper_jax.sysid.rollout`
+(every chunk restarts from the recorded state), each feature divided by its spread in the training
+episodes. The Jacobian comes from forward mode (``jax.jacfwd``, one tangent per parameter) w.r.t.
+the parameter *values*; reverse mode cannot go through MJX's constraint solver (a
+``lax.while_loop`` unless ``opt.iterations == 1``; see ``benchmarks/bench_sysid.py``). The
+optimiser works in the bounded reparameterisation ``z`` (log-sigmoid, see
+:mod:`caliper_jax.sysid.params`) with the chain rule applied on the host.
+
+One compiled function per (scene, parameter set, chunk length, block size): segments go through
+it in fixed-size blocks (the last padded), so the training split, the validation split and every
+LM trial reuse it. Episodes are split into training and validation by an explicit PRNG key.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from caliper_jax.errors import CaliperError
+from caliper_jax.sysid.params import ParamSet, param_set
+from caliper_jax.sysid.rollout import Chunks, Trajectories, check_trajectories, make_chunks
+
+POS_FLOOR = 1e-2
+VEL_FLOOR = 1e-1
+
+
+def feature_names(mj) -> tuple:
+    """Names of the nq + nv state features: ``qpos:<joint>[.x|.y|.z|.qw|.qx|.qy|.qz]`` then
+    ``qvel:<joint>[.vx|.vy|.vz|.wx|.wy|.wz]`` (free joints) or ``[.w?]`` for ball joints."""
+    import mujoco
+
+    mj = getattr(mj, "mj", mj)
+    qn, vn = [], []
+    for j in range(mj.njnt):
+        name = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, j) or f"joint{j}"
+        t = int(mj.jnt_type[j])
+        if t == int(mujoco.mjtJoint.mjJNT_FREE):
+            qn += [f"qpos:{name}.{s}" for s in ("x", "y", "z", "qw", "qx", "qy", "qz")]
+            vn += [f"qvel:{name}.{s}" for s in ("vx", "vy", "vz", "wx", "wy", "wz")]
+        elif t == int(mujoco.mjtJoint.mjJNT_BALL):
+            qn += [f"qpos:{name}.{s}" for s in ("qw", "qx", "qy", "qz")]
+            vn += [f"qvel:{name}.{s}" for s in ("wx", "wy", "wz")]
+        else:
+            qn.append(f"qpos:{name}")
+            vn.append(f"qvel:{name}")
+    return tuple(qn + vn)
+
+
+class Evaluator:
+    """Residuals and their Jacobian w.r.t. the parameter values, through chunked MJX rollouts.
+
+    ``mj``: compiled MjModel (or CompiledScene); ``params``: ParamSet; ``chunk``: steps per
+    shooting segment; ``block``: segments per compiled call. Precision: JAX's default float when
+    built (build under ``jax.enable_x64(True)`` for float64)."""
+
+    def __init__(self, mj, params: ParamSet, chunk: int, block: int = 8):
+        import jax
+
+        from mjx_backend.versions import import_mjx
+
+        mjx = import_mjx()
+        from caliper_jax.sysid.rollout import residuals
+
+        self.mj = getattr(mj, "mj", mj)
+        self.params, self.chunk, self.block = params, int(chunk), int(block)
+        if self.block < 1:
+            raise CaliperError(f"block: need >= 1 segments per call, got {block}")
+        try:
+            mx = mjx.put_model(self.mj)
+        except NotImplementedError as exc:
+            raise CaliperError(f"MJX cannot run this scene: {exc}") from None
+        d0 = mjx.make_data(mx)
+        self.dtype = jax.numpy.zeros(()).dtype
+
+        def res(values, ch, scale):
+            return residuals(params.apply(mx, values), d0, ch, scale)
+
+        def res_jac(values, ch, scale):
+            r = res(values, ch, scale)
+            return r, jax.jacfwd(res)(values, ch, scale)
+
+        self.residual_fn = res         # pure (values, chunks, scale) -> (R,), for other derivatives
+        self._res = jax.jit(res)
+        self._res_jac = jax.jit(res_jac)
+        self.calls = 0
+
+    def _blocks(self, chunks: Chunks):
+        S, B = chunks.qpos0.shape[0], self.block
+        for s in range(0, S, B):
+            n = min(B, S - s)
+            idx = np.r_[np.arange(s, s + n), np.full(B - n, s + n - 1)]
+            yield n, Chunks(*(np.asarray(a[idx], self.dtype) for a in chunks))
+
+    def residuals(self, values, chunks: Chunks, scale, jacobian: bool = False):
+        """(R,) scaled residuals of all segments (and (R, P) d residual / d values if asked)."""
+        v = np.asarray(values, self.dtype)
+        sc = np.asarray(scale, self.dtype)
+        rs, js = [], []
+        per = self.chunk * (self.mj.nq + self.mj.nv)
+        for n, blk in self._blocks(chunks):
+            self.calls += 1
+            if jacobian:
+                r, J = self._res_jac(v, blk, sc)
+                js.append(np.asarray(J, np.float64)[: n * per])
+            else:
+                r = self._res(v, blk, sc)
+            rs.append(np.asarray(r, np.float64)[: n * per])
+        r = np.concatenate(rs)
+        return (r, np.concatenate(js)) if jacobian else r
+
+    def rmse(self, values, chunks: Chunks, scale) -> np.ndarray:
+        """(nq + nv,) RMSE per state feature (unscaled units) over all segments."""
+        r = self.residuals(values, chunks, scale).reshape(-1, self.mj.nq + self.mj.nv) * scale
+        return np.sqrt(np.mean(r ** 2, axis=0))
+
+
+@dataclass
+class SysIdResult:
+    """What :func:`identify` found. ``values``/``start``/``nominal``: (P,) in ``names`` order;
+    ``rmse``: {"train"|"validation": {"before"|"after": {feature: RMSE}}}; ``cost``: 0.5 |r|^2
+    (scaled residuals) per accepted iteration; ``sensitivity``: (P,) norm of d r / d log(value)
+    at the solution (how strongly the data see a relative change of each parameter)."""
+
+    names: tuple
+    values: np.ndarray
+    start: np.ndarray
+    nominal: np.ndarray
+    bounds: np.ndarray
+    train_episodes: np.ndarray
+    validation_episodes: np.ndarray
+    rmse: dict
+    cost: list
+    iterations: int
+    converged: bool
+    sensitivity: np.ndarray
+    chunk: int
+    features: tuple = field(default=())
+
+    def summary(self) -> dict:
+        """JSON-ready report (lists and floats)."""
+        def agg(split, when):
+            d = self.rmse.get(split, {}).get(when)
+            return None if d is None else float(np.sqrt(np.mean(np.square(list(d.values())))))
+
+        return {
+            "parameters": {n: {"value": float(v), "start": float(s), "nominal": float(m),
+                               "bounds": [float(b[0]), float(b[1])], "sensitivity": float(k)}
+                           for n, v, s, m, b, k in zip(self.names, self.values, self.start, self.nominal,
+                                                       self.bounds, self.sensitivity, strict=True)},
+            "rmse": self.rmse,
+            "rmse_all_features": {sp: {w: agg(sp, w) for w in ("before", "after")} for sp in self.rmse},
+            "cost": [float(c) for c in self.cost], "iterations": self.iterations, "converged": self.converged,
+            "chunk": self.chunk, "train_episodes": [int(e) for e in self.train_episodes],
+            "validation_episodes": [int(e) for e in self.validation_episodes],
+        }
+
+
+def split_episodes(key, episodes: int, validation: float) -> tuple:
+    """(train, validation) episode indices: a permutation drawn from ``key``; ``validation`` is the
+    fraction held out (at least one episode when 0 < validation and there are >= 2 episodes)."""
+    import jax
+
+    if not 0.0 <= validation < 1.0:
+        raise CaliperError(f"--validation: need a fraction in [0, 1), got {validation}")
+    perm = np.asarray(jax.random.permutation(key, episodes))
+    nval = int(round(validation * episodes))
+    if validation > 0 and episodes >= 2:
+        nval = max(1, nval)
+    nval = min(nval, episodes - 1)
+    return np.sort(perm[nval:]), np.sort(perm[:nval])
+
+
+def _dvdz(ps: ParamSet, z):
+    lo = np.log([p.lo for p in ps.params])
+    hi = np.log([p.hi for p in ps.params])
+    s = 1.0 / (1.0 + np.exp(-z))
+    v = np.exp(lo + (hi - lo) * s)
+    return v, v * (hi - lo) * s * (1.0 - s)
+
+
+def identify(mj, data, params, *, start=None, chunk: int = 25, validation: float = 0.25, key=None,
+             iterations: int = 30, block: int = 8, bounds=None, evaluator: Evaluator | None = None,
+             tol: float = 1e-9, fit=None) -> SysIdResult:
+    """Identify ``params`` of the scene ``mj`` (compiled MjModel or CompiledScene) from ``data``
+    (a :class:`Trajectories`, or a dict / npz with ``qpos`` (E, T+1, nq), ``qvel`` (E, T+1, nv),
+    ``ctrl`` (E, T, nu)).
+
+    ``params``: kinds / names (``"friction,damping"``) or a ParamSet; ``start``: (P,) initial
+    values (default: the model's nominal values); ``chunk``: shooting segment length in steps;
+    ``validation``: fraction of episodes held out (split by ``key``, default ``PRNGKey(0)``);
+    ``iterations``: LM iteration cap; ``fit``: names of the parameters to fit (default all; the
+    others stay at their start values). Returns a :class:`SysIdResult` with before/after RMSE per
+    feature on both splits."""
+    import jax
+
+    mj = getattr(mj, "mj", mj)
+    ps = params if isinstance(params, ParamSet) else param_set(mj, params, bounds)
+    if not isinstance(data, Trajectories):
+        get = data.get if hasattr(data, "get") else (lambda k: data[k] if k in data else None)
+        data = check_trajectories(mj, get("qpos"), get("qvel"), get("ctrl"))
+    if iterations < 0:
+        raise CaliperError(f"--iterations: need >= 0, got {iterations}")
+    key = jax.random.PRNGKey(0) if key is None else key
+    tr_idx, va_idx = split_episodes(key, data.episodes, validation)
+    train = make_chunks(data.take(tr_idx), chunk)
+    val = make_chunks(data.take(va_idx), chunk) if len(va_idx) else None
+    # feature scales: spread of each state feature in the training episodes, floored at 1 cm (or
+    # 0.01 rad / quaternion unit) and 0.1 m/s (rad/s), so that near-constant features (a resting
+    # prop's height, its tilt) do not dominate the fit through tiny, non-smooth contact effects
+    states = np.concatenate([data.qpos[tr_idx], data.qvel[tr_idx]], axis=-1).reshape(-1, mj.nq + mj.nv)
+    floor = np.r_[np.full(mj.nq, POS_FLOOR), np.full(mj.nv, VEL_FLOOR)]
+    scale = np.maximum(states.std(axis=0), floor)
+    ev = evaluator or Evaluator(mj, ps, chunk, block)
+    if ev.params is not ps and ev.params.names != ps.names:
+        raise CaliperError("identify: the evaluator was built for other parameters")
+    free = np.ones(len(ps), bool)
+    if fit is not None:
+        fit = [fit] if isinstance(fit, str) else list(fit)
+        unknown = [n for n in fit if n not in ps.names]
+        if unknown:
+            raise CaliperError(f"--fit: {', '.join(unknown)} not among the parameters "
+                               f"({', '.join(ps.names)})")
+        free = np.array([n in fit for n in ps.names])
+    v0 = ps.nominal if start is None else np.asarray(start, np.float64).reshape(-1)
+    z = ps.to_z(v0)
+    v, dv = _dvdz(ps, z)
+    start_v = v.copy()
+    r, Jv = ev.residuals(v, train, scale, jacobian=True)
+    cost = [0.5 * float(r @ r)]
+    lam, converged, it = 1e-2, False, 0
+    for it in range(1, iterations + 1):     # noqa: B007
+        Jz = Jv * (dv * free)[None]
+        A, g = Jz.T @ Jz, Jz.T @ r
+        if not np.all(np.isfinite(A)) or not np.all(np.isfinite(g)):
+            raise CaliperError("identify: non-finite Jacobian (the rollout diverged; shorten --chunk)")
+        accepted = False
+        for _ in range(8):
+            step = -np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-12), g)
+            z_try = z + step
+            v_try, dv_try = _dvdz(ps, z_try)
+            r_try, J_try = ev.residuals(v_try, train, scale, jacobian=True)
+            c_try = 0.5 * float(r_try @ r_try)
+            if np.isfinite(c_try) and c_try < cost[-1]:
+                accepted = True
+                break
+            lam *= 4.0
+        if not accepted:
+            converged = True
+            break
+        rel = (cost[-1] - c_try) / max(cost[-1], 1e-300)
+        z, v, dv, r, Jv = z_try, v_try, dv_try, r_try, J_try
+        cost.append(c_try)
+        lam = max(lam / 3.0, 1e-9)
+        if rel < tol or np.max(np.abs(step)) < 1e-8:
+            converged = True
+            break
+    feats = feature_names(mj)
+    rmse = {"train": {"before": dict(zip(feats, ev.rmse(start_v, train, scale).tolist(), strict=True)),
+                      "after": dict(zip(feats, ev.rmse(v, train, scale).tolist(), strict=True))}}
+    if val is not None:
+        rmse["validation"] = {"before": dict(zip(feats, ev.rmse(start_v, val, scale).tolist(), strict=True)),
+                              "after": dict(zip(feats, ev.rmse(v, val, scale).tolist(), strict=True))}
+    sens = np.linalg.norm(Jv * v[None], axis=0)
+    return SysIdResult(names=ps.names, values=v, start=start_v, nominal=ps.nominal,
+                       bounds=np.array([[p.lo, p.hi] for p in ps.params]), train_episodes=tr_idx,
+                       validation_episodes=va_idx, rmse=rmse, cost=cost, iterations=it, converged=converged,
+                       sensitivity=sens, chunk=int(chunk), features=feats)
+
+
+def load_trajectories(path, mj) -> Trajectories:
+    """Trajectories from an ``.npz`` with arrays ``qpos``, ``qvel``, ``ctrl`` (see
+    :func:`caliper_jax.sysid.rollout.check_trajectories` for shapes); errors name the file."""
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file():
+        raise CaliperError(f"{p}: no such file (expected an .npz with qpos, qvel, ctrl)")
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            arrs = {k: np.asarray(z[k]) for k in ("qpos", "qvel", "ctrl") if k in z.files}
+    except (OSError, ValueError) as exc:
+        raise CaliperError(f"{p}: not a readable .npz ({exc})") from None
+    return check_trajectories(mj, arrs.get("qpos"), arrs.get("qvel"), arrs.get("ctrl"), what=str(p))
+
+
+def planted_dataset(mj, params, values, *, episodes: int, steps: int, key, amplitude: float = 1.0,
+                    offset=None, knots: int = 4, qpos0=None) -> Trajectories:
+    """Episodes simulated by MuJoCo C with ``params`` set to ``values`` (the planted truth), under
+    random smooth servo targets (:func:`caliper_jax.sysid.scenes.excite`, one key per episode)."""
+    import jax
+
+    from caliper_jax.sysid.rollout import simulate
+    from caliper_jax.sysid.scenes import excite
+
+    mj = getattr(mj, "mj", mj)
+    ps = params if isinstance(params, ParamSet) else param_set(mj, params)
+    truth = ps.apply_mj(mj, values)
+    q0 = mj.qpos0 if qpos0 is None else np.asarray(qpos0, np.float64)
+    qp, qv, cs = [], [], []
+    for k in jax.random.split(key, episodes):
+        c = excite(k, mj, steps, knots=knots, amplitude=amplitude, offset=offset)
+        a, b = simulate(truth, q0, np.zeros(mj.nv), c)
+        qp.append(a), qv.append(b), cs.append(c)
+    return Trajectories(np.stack(qp), np.stack(qv), np.stack(cs))
+
+
+__all__ = ["Evaluator", "SysIdResult", "feature_names", "identify", "load_trajectories", "planted_dataset",
+           "split_episodes"]
