@@ -278,6 +278,76 @@ def test_simulate_panel_runs_live_and_jog_edits_the_servo_target(app):
     assert not app.live() and app.state()["simulate"]["error"] is None
 
 
+def test_jog_collision_status_against_a_scene(app):
+    from caliper_jax.collision import build_collision_model
+    from caliper_jax.collision.api import check
+    from caliper_jax.collision.geometry import box, ground
+    from caliper_jax.studio.scene import COLLIDING, OBSTACLE
+
+    app.jog.set_q([0.0, 0.0, 0.02])
+    c = app.state()["jog"]["collision"]  # default scene: the ground plane
+    assert c["obstacles"] == ["ground"] and c["in_collision"] is False and c["min_distance"] > 0
+    jaw_box = "0,0.02,0.12,0.03,0.03,0.03"  # around the jaw at q = 0
+    try:
+        c = app.jog.set_scene(boxes=jaw_box)
+        cm = build_collision_model(app.model, [ground(0.0), box([0, 0.02, 0.12], [0.03, 0.03, 0.03])])
+        direct = check(app.model, cm, app.q)
+        assert c["in_collision"] and c["min_distance"] == pytest.approx(direct["min_distance"], abs=1e-9)
+        assert c["hit_obstacles"] == ["box0"]
+        assert {"jaw", "box0"} in [{p["a"], p["b"]} for p in c["colliding"]]
+        jaw_body = app.jog.cm.body[app.jog.cm.names.index("jaw")]
+        assert jaw_body in c["bodies"] and app.drawing.highlighted == (jaw_body,)
+        assert tuple(app.jog.obstacle_drawing.handles["box0"][0].color) == COLLIDING
+        assert "IN COLLISION" in app.jog.collision_md.content
+        app.jog.set_joint("j1", 1.0)  # every slider change is checked: swung clear of the box
+        c = app.state()["jog"]["collision"]
+        assert not c["in_collision"] and c["hit_obstacles"] == [] and app.drawing.highlighted == ()
+        assert tuple(app.jog.obstacle_drawing.handles["box0"][0].color) == OBSTACLE
+        with pytest.raises(CaliperError, match="boxes field, box 1"):
+            app.jog.set_scene(boxes=jaw_box + ";1,2,3")
+    finally:
+        app.jog.set_scene(boxes="", ground=True)
+    assert app.state()["jog"]["collision"]["obstacles"] == ["ground"]
+
+
+def test_player_moves_by_the_clock_and_stops_at_the_end():
+    import threading
+    import time
+
+    from caliper_jax.studio.motion import Player
+
+    clock, seen, lock = FakeClock(), [], threading.Lock()
+
+    def seek(t):
+        with lock:
+            seen.append(t)
+
+    def wait_for(cond):
+        deadline = time.monotonic() + 10
+        while not cond() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert cond()
+
+    p = Player(seek, period=0.005, clock=clock)
+    p.play(0.2, 1.0, speed=2.0)
+    wait_for(lambda: seen and seen[-1] == pytest.approx(0.2))
+    clock.t = 0.25  # 2x speed: 0.2 + 0.5
+    wait_for(lambda: seen[-1] == pytest.approx(0.7))
+    assert p.playing
+    p.pause()
+    n = len(seen)
+    clock.t = 0.3
+    time.sleep(0.03)
+    assert not p.playing and len(seen) == n  # paused: no more seeks
+    p.play(1.0, 1.0)  # at the end: plays again from the start
+    wait_for(lambda: seen[-1] == pytest.approx(0.0))
+    clock.t += 5.0
+    wait_for(lambda: not p.playing)
+    assert seen[-1] == 1.0  # the last seek is the end itself
+    with pytest.raises(CaliperError, match="playback speed"):
+        p.play(0.0, 1.0, speed=0.0)
+
+
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     """4 episodes of a 3-joint wave; episode 3 repeats episode 1 (doctor D015 names episode 3)."""
@@ -324,6 +394,48 @@ def test_data_doctor_finding_jumps_to_its_episode(app, dataset):
         app.data.select(frame=40)
 
 
+def test_data_episode_plays_on_the_robot_at_the_dataset_fps(app, dataset):
+    import time
+
+    from caliper_jax.dataset import LeRobotReader
+
+    if not app.state()["data"]["open"] or app.state()["data"]["root"] != str(dataset):
+        app.data.open(dataset)
+    app.data.select(episode=2, frame=0)
+    state = LeRobotReader(dataset).episode(2)["observation.state"]
+    clock = FakeClock()
+    real = app.data.player.clock
+    app.data.player.clock = clock
+    try:
+        app.data.play()
+        clock.t = 0.1  # 50 fps: frame 5
+        deadline = time.monotonic() + 10
+        while app.data.frame != 5 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        s = app.state()["data"]
+        assert s["frame"] == 5 and s["playing"] and s["replayed"] == pytest.approx(state[5].tolist())
+        assert app.q.tolist() == pytest.approx(state[5].tolist(), abs=1e-6)
+        clock.t = 100.0
+        deadline = time.monotonic() + 10
+        while app.data.playing and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert app.data.frame == 39 and not app.state()["data"]["playing"]
+    finally:
+        app.data.pause()
+        app.data.player.clock = real
+    t0 = time.monotonic()  # real time: 40 frames at 50 fps take at least 0.78 s
+    app.data.play()  # at the last frame: from frame 0 again
+    while app.data.playing and time.monotonic() - t0 < 10:
+        time.sleep(0.01)
+    assert time.monotonic() - t0 >= 39 / 50 - 0.02 and app.data.frame == 39
+    app.data.play()
+    time.sleep(0.2)
+    app.data.pause()
+    frame = app.data.frame
+    time.sleep(0.1)
+    assert 0 <= frame < 39 and app.data.frame == frame and not app.data.playing
+
+
 # ~12 s of compiles on a loaded host (move_j, the lint's Jacobians); the engine calls are covered by the
 # default tests/test_cli_motion.py and tests/test_motion_path_metrics.py, the scrub glue only here
 @pytest.mark.slow
@@ -343,6 +455,43 @@ def test_motion_preview_lints_and_scrubs(app):
     assert app.state()["q"] == pytest.approx(q.tolist())
     for i, f in enumerate(r["findings"][:2]):
         assert app.motion.jump(i) == pytest.approx(f["time"], abs=0.006)
+
+
+# ~25 s on a loaded host (the planner's compiles, the S-curve retime, the lint); the playback clock
+# is covered by the default test_player_moves_by_the_clock_and_stops_at_the_end and
+# test_data_episode_plays_on_the_robot_at_the_dataset_fps, the collision scene by
+# test_jog_collision_status_against_a_scene
+@pytest.mark.slow
+def test_motion_plans_among_the_jog_scene_and_plays_at_real_time(app):
+    import time
+
+    from caliper_jax.planning import plan, plan_trajectory
+
+    q0, goal = np.array([0.0, 0.0, 0.02]), np.array([1.2, -0.3, 0.02])
+    app.jog.set_scene(boxes="0.18,0.02,0.17,0.03,0.03,0.03")  # around the jaw at j1 = -0.5
+    try:
+        r = app.motion.plan_path(goal, q_start=q0)
+        direct = plan(app.model, app.jog.cm, goal, q0, planner="auto", seed=0)
+        assert r["plan"]["status"] == "reachable" and r["kind"].startswith("PLAN")
+        assert np.array_equal(np.asarray(r["plan"]["waypoints"]), direct.waypoints)
+        traj = plan_trajectory(app.model, direct.waypoints)
+        assert r["duration"] == pytest.approx(float(traj.duration))
+        assert r["q_end"] == pytest.approx(goal.tolist(), abs=1e-6)
+        assert app.motion.ghost is not None and app.state()["motion"]["planned"]
+        with pytest.raises(CaliperError, match="plan blocked"):  # a goal inside the box
+            app.motion.plan_path([-0.5, 0.0, 0.02], q_start=q0)
+    finally:
+        app.jog.set_scene(boxes="")
+    t0 = time.monotonic()
+    app.motion.scrub(0.0)
+    app.motion.play()
+    assert app.state()["motion"]["playing"]
+    while app.motion.playing and time.monotonic() - t0 < 30:
+        time.sleep(0.01)
+    s = app.state()["motion"]
+    assert time.monotonic() - t0 >= r["duration"] - 0.02 and not s["playing"]
+    assert s["time"] == pytest.approx(r["duration"], abs=0.006) and s["play_error"] is None
+    assert app.q.tolist() == pytest.approx(r["q_end"], abs=1e-6)
 
 
 # ~16 s of compiles (fk_drop run twice); the graph's own parity tests are tests/test_graph.py

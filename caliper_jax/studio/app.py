@@ -158,6 +158,8 @@ class StudioApp:
         if getattr(self, "closed", True):
             return
         self.closed = True
+        self.motion.close()
+        self.data.close()
         self.simulate.close()
         with contextlib.redirect_stdout(sys.stderr):
             self.server.stop()

@@ -1,7 +1,8 @@
 """Data panel: open a LeRobot v3 dataset, list its episodes, plot one feature of one episode, run
 the dataset doctor and jump to each finding's episode and frame; an episode's
-``observation.state`` replays on the robot when its width matches the robot's coordinates.
-Engine calls only: :class:`caliper_jax.dataset.LeRobotReader`, :func:`doctors.dataset.diagnose`.
+``observation.state`` replays on the robot when its width matches the robot's coordinates, frame
+by frame or played at the dataset's fps (a background thread). Engine calls only:
+:class:`caliper_jax.dataset.LeRobotReader`, :func:`doctors.dataset.diagnose`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ STATE_KEY = "observation.state"
 
 class DataPanel:
     """The Data tab. Python API: ``open(root)``, ``select(episode, frame, feature, dim)``,
-    ``run_doctor()``, ``jump(i)`` (to finding i)."""
+    ``run_doctor()``, ``jump(i)`` (to finding i), ``play()`` / ``pause()`` (the selected episode
+    at the dataset's fps)."""
 
     def __init__(self, app, tab, dataset=None):
         self.app, self.tab = app, tab
@@ -30,6 +32,10 @@ class DataPanel:
         self.jumped = None
         self._buttons = []
         self._syncing = False
+        self._states = None  # (episode, its observation.state rows) for replay
+        from caliper_jax.studio.motion import Player
+
+        self.player = Player(self._seek)
         gui = app.server.gui
         with tab:
             self.root = gui.add_text("Dataset folder", "" if dataset is None else str(dataset))
@@ -52,6 +58,9 @@ class DataPanel:
             self.frame_in = gui.add_slider("Frame", min=0, max=1, step=1, initial_value=0)
             self.frame_in.on_update(
                 self._gui(lambda: None if self._syncing else self.select(frame=int(self.frame_in.value)))
+            )
+            gui.add_button("Play / Pause episode").on_click(
+                self._gui(lambda: self.pause() if self.playing else self.play())
             )
             self.plot = None
             gui.add_button("Run dataset doctor").on_click(self._gui(self.run_doctor))
@@ -78,7 +87,8 @@ class DataPanel:
         if not str(root).strip():
             raise CaliperError("dataset folder: give a LeRobot v3 dataset root")
         reader = LeRobotReader(Path(str(root)))
-        self.reader, self.report = reader, None
+        self.player.pause()
+        self.reader, self.report, self._states = reader, None, None
         self._clear_findings()
         self.doctor_md.content = ""
         keys = [
@@ -118,6 +128,8 @@ class DataPanel:
         reader = self._need()
         if episode is not None:
             reader.episode_meta(int(episode))  # range check with a clear message
+            if int(episode) != self.episode:
+                self.player.pause()
             self.episode = int(episode)
         if feature is not None:
             if feature not in self.keys:
@@ -169,12 +181,56 @@ class DataPanel:
         if STATE_KEY not in reader.features:
             self.replayed = None
             return
-        state = np.asarray(reader.episode(self.episode, [STATE_KEY])[STATE_KEY], np.float64)
+        if self._states is None or self._states[0] != self.episode:
+            rows = np.asarray(reader.episode(self.episode, [STATE_KEY])[STATE_KEY], np.float64)
+            self._states = (self.episode, rows)
+        state = self._states[1]
         if state.ndim == 2 and state.shape[1] == self.app.model.nq and self.frame < len(state):
             self.replayed = state[self.frame].tolist()
             self.app.jog.set_q(state[self.frame], move_gizmo=False)
         else:
             self.replayed = None
+
+    # ---- playback ----------------------------------------------------------------------------------------
+    def episode_length(self) -> int:
+        return int(self._need().episode_meta(self.episode)["length"])
+
+    def step(self, frame: int) -> None:
+        """Show ``frame`` of the selected episode (frame slider, table, robot) without redrawing
+        the plot: what each playback tick does."""
+        length = self.episode_length()
+        if not 0 <= int(frame) < max(length, 1):
+            raise CaliperError(f"frame {frame}: episode {self.episode} has {length} frames")
+        with self.app.lock:
+            self.frame = int(frame)
+            self._syncing = True
+            try:
+                self.frame_in.value = self.frame
+            finally:
+                self._syncing = False
+            self._table()
+            self._replay()
+
+    def _seek(self, t: float) -> None:
+        fps = float(self.reader.fps)
+        self.step(min(int(np.floor(t * fps + 1e-9)), self.episode_length() - 1))
+
+    def play(self, speed: float = 1.0) -> None:
+        """Play the selected episode from the current frame (from frame 0 when at its last) at the
+        dataset's fps (``speed`` x) on a background thread; ``pause()`` stops it."""
+        reader = self._need()
+        fps = float(reader.fps)
+        self.player.play(self.frame / fps, (self.episode_length() - 1) / fps, speed)
+
+    def pause(self) -> None:
+        self.player.pause()
+
+    @property
+    def playing(self) -> bool:
+        return self.player.playing
+
+    def close(self) -> None:
+        self.player.pause()
 
     def _table(self) -> None:
         reader = self.reader
@@ -253,4 +309,6 @@ class DataPanel:
             "findings": None if self.report is None else [f.to_dict() for f in self.report.findings],
             "jumped": self.jumped,
             "replayed": getattr(self, "replayed", None),
+            "playing": self.playing,
+            "play_error": self.player.error,
         }

@@ -1,7 +1,9 @@
 """Jog panel: joint sliders (limits shown), a draggable target gizmo solved live by ``ik`` (locked
 joints respected), and the singularity HUD from ``analyze`` (sigma_min, manipulability, condition
-number, escape direction). Engine calls only: ``caliper_jax.ik.ik``, ``caliper_jax.ik.analyze``,
-``caliper_jax.api.fk``.
+number, escape direction), and the collision status against a scene of obstacles (the ground plane
+and boxes ``x,y,z,hx,hy,hz;...``), checked at every change. Engine calls only:
+``caliper_jax.ik.ik``, ``caliper_jax.ik.analyze``, ``caliper_jax.api.fk``,
+``caliper_jax.collision.build_collision_model`` and ``caliper_jax.collision.api.check``.
 """
 
 from __future__ import annotations
@@ -59,9 +61,68 @@ def hud_markdown(h: dict, names) -> str:
     )
 
 
+def parse_boxes(text: str) -> list:
+    """``"x,y,z,hx,hy,hz;..."`` (centre and half extents, m; ``;`` between boxes) -> box obstacles
+    named ``box0``, ``box1``, ... (each as ``caliper check --box``)."""
+    import dataclasses
+
+    from caliper_jax.collision.geometry import parse_box
+
+    out = []
+    for k, part in enumerate(p for p in str(text).split(";") if p.strip()):
+        try:
+            c = parse_box(part.strip())
+        except CaliperError as exc:
+            raise CaliperError(f"boxes field, box {k} ({part.strip()!r}): {exc}") from None
+        out.append(dataclasses.replace(c, name=f"box{k}"))
+    return out
+
+
+def collision_status(model, cm, q) -> dict:
+    """The collision report of q against ``cm`` (``caliper_jax.collision.api.check``), cut to what
+    the HUD shows: verdict, min distance, closest pair, colliding pairs, and which robot bodies
+    and obstacles take part in a collision."""
+    from caliper_jax.collision.api import check
+
+    obstacles = list(cm.obstacles)
+    if cm.npair == 0:
+        return {"in_collision": False, "min_distance": None, "closest": None, "colliding": [],
+                "bodies": [], "obstacles": obstacles, "hit_obstacles": [], "note": "nothing to check"}
+    r = check(model, cm, q)
+    body = dict(zip(cm.names[: cm.n_robot], cm.body[: cm.n_robot], strict=True))
+    pairs = [{k: p[k] for k in ("a", "b", "kind", "distance")} for p in r["colliding"]]
+    hit = {n for p in pairs for n in (p["a"], p["b"])}
+    is_obstacle = set(obstacles)
+    return {
+        "in_collision": bool(r["in_collision"]),
+        "min_distance": r["min_distance"],
+        "closest": r["link_pairs"][0] if r["link_pairs"] else None,
+        "colliding": pairs,
+        "bodies": sorted({int(body[n]) for n in hit if n in body and body[n] >= 0}),
+        "obstacles": obstacles,
+        "hit_obstacles": sorted(n for n in hit if n in is_obstacle),
+        "note": None,
+    }
+
+
+def collision_markdown(c) -> str:
+    if c is None:
+        return "**Collision**: off"
+    if c.get("error"):
+        return f"**Collision**: error: {c['error']}"
+    if c["min_distance"] is None:
+        return f"**Collision**: {c['note']}"
+    cl = c["closest"]
+    head = "**IN COLLISION**" if c["in_collision"] else "**Collision**: clear"
+    lines = [f"{head}, min distance `{c['min_distance']:+.4f}` m ({cl['a']} / {cl['b']})"]
+    for p in c["colliding"][:5]:
+        lines.append(f"{p['kind']} {p['a']} / {p['b']} `{p['distance']:+.4f}` m")
+    return "  \n".join(lines)
+
+
 class JogPanel:
     """The Jog tab of ``app`` (a StudioApp). Python API: ``set_q``, ``set_joint``, ``solve_target``,
-    ``set_locked``; GUI callbacks call the same methods."""
+    ``set_locked``, ``set_scene``; GUI callbacks call the same methods."""
 
     def __init__(self, app, tab):
         self.app = app
@@ -78,6 +139,17 @@ class JogPanel:
             )
             self.hud_md = app.server.gui.add_markdown("**Singularity HUD**")
             self.ik_md = app.server.gui.add_markdown("IK: drag the gizmo")
+            with app.server.gui.add_folder("Collision scene"):
+                self.ground_in = app.server.gui.add_checkbox("Ground plane (z = 0)", True)
+                self.boxes_in = app.server.gui.add_text(
+                    "Boxes", "", hint="x,y,z,hx,hy,hz;... (centre, half extents, m)"
+                )
+                app.server.gui.add_button("Apply scene").on_click(lambda _e: self._scene_from_gui())
+                self.collision_md = app.server.gui.add_markdown("**Collision**")
+        self.ground, self.boxes = True, []
+        self.cm = None
+        self.obstacle_drawing = None
+        self.collision = None
         self.gizmo = None
         self.build()
 
@@ -118,7 +190,66 @@ class JogPanel:
             "/ik_target", scale=0.15, position=T[:3, 3], wxyz=_wxyz(T[:3, :3])
         )
         self.gizmo.on_update(self._gizmo_cb)
+        self._build_scene()
         self.refresh()
+
+    # ---- the collision scene ---------------------------------------------------------------------------
+    def obstacles(self) -> list:
+        """The scene's obstacles (Colliders): the ground when on, then the boxes."""
+        from caliper_jax.collision.geometry import ground
+
+        return ([ground(0.0)] if self.ground else []) + list(self.boxes)
+
+    def _build_scene(self) -> None:
+        from caliper_jax.collision import build_collision_model
+        from caliper_jax.studio.scene import ObstacleDrawing
+
+        obstacles = self.obstacles()
+        if self.obstacle_drawing is not None:
+            self.obstacle_drawing.remove()
+        self.obstacle_drawing = ObstacleDrawing(self.app.server, obstacles)
+        try:
+            self.cm = build_collision_model(self.app.model, obstacles)
+        except CaliperError as exc:  # the robot's collision geometry: the panel stays usable
+            self.cm = None
+            self.collision = {"error": str(exc), "in_collision": None, "min_distance": None,
+                              "colliding": [], "bodies": [], "hit_obstacles": []}
+            self.collision_md.content = collision_markdown(self.collision)
+
+    def set_scene(self, boxes=None, ground=None) -> dict:
+        """Replace the obstacles: ``boxes`` as text ``"x,y,z,hx,hy,hz;..."`` (or a list of
+        6-number rows), ``ground`` True / False (None: keep). Returns the new collision status."""
+        if boxes is not None:
+            text = boxes if isinstance(boxes, str) else ";".join(",".join(str(float(v)) for v in row)
+                                                                 for row in boxes)
+            self.boxes = parse_boxes(text)
+            self.boxes_in.value = text
+        if ground is not None:
+            self.ground = bool(ground)
+            self.ground_in.value = self.ground
+        self._build_scene()
+        self.refresh(move_gizmo=False)
+        return self.collision
+
+    def _scene_from_gui(self) -> None:
+        try:
+            self.set_scene(boxes=self.boxes_in.value, ground=bool(self.ground_in.value))
+        except CaliperError as exc:
+            self.collision_md.content = f"**Collision**: error: {exc}"
+
+    def check_collision(self) -> dict | None:
+        """The collision status at the current q; obstacles and links in collision turn red."""
+        try:
+            c = collision_status(self.app.model, self.cm, self.app.q)
+        except CaliperError as exc:
+            c = {"error": str(exc), "in_collision": None, "min_distance": None, "colliding": [],
+                 "bodies": [], "hit_obstacles": []}
+        self.collision = c
+        self.collision_md.content = collision_markdown(c)
+        self.app.drawing.highlight(c["bodies"])
+        if self.obstacle_drawing is not None:
+            self.obstacle_drawing.highlight(c["hit_obstacles"])
+        return c
 
     def _slider_cb(self, i):
         def cb(_event):
@@ -191,6 +322,8 @@ class JogPanel:
             self.hud_md.content = hud_markdown(self.hud, self.labels)
         except CaliperError as exc:
             self.hud, self.hud_md.content = None, f"HUD: {exc}"
+        if self.cm is not None:
+            self.check_collision()
         if move_gizmo and self.gizmo is not None:
             T = self.tool_pose()
             self.gizmo.position = T[:3, 3]
@@ -241,6 +374,7 @@ class JogPanel:
             "locked": self.locked(),
             "hud": self.hud,
             "ik": self.last_ik,
+            "collision": self.collision,
             "gizmo": {
                 "position": np.asarray(self.gizmo.position).tolist(),
                 "wxyz": np.asarray(self.gizmo.wxyz).tolist(),

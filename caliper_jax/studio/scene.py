@@ -16,6 +16,10 @@ import numpy as np
 
 from caliper_jax.errors import CaliperError
 
+COLLIDING = (220, 40, 40)  # RGB of a colliding link or obstacle
+OBSTACLE = (150, 150, 150)
+GROUND_SIZE = 2.0  # side (m) of the square drawn for the ground half-space
+
 
 def import_viser():
     """``viser``, or a CaliperError naming the extra to install."""
@@ -75,6 +79,8 @@ class RobotDrawing:
                 server.scene.add_frame(f"{root}/b{b}", show_axes=True, axes_length=0.05, axes_radius=0.003)
             )
         self.ngeom = 0
+        self.body_geoms = {}  # body index -> the viser handles of its drawn geometry
+        self.highlighted = ()
         for k, g in enumerate(geoms_to_draw(model)):
             if g.body < 0:
                 continue
@@ -86,33 +92,47 @@ class RobotDrawing:
 
     def _add_geom(self, name: str, g) -> bool:
         scene = self.server.scene
+        handles = self.body_geoms.setdefault(int(g.body), [])
         kw = dict(wxyz=wxyz(np.asarray(g.R, np.float64).reshape(3, 3)), position=np.asarray(g.p, np.float64))
         if self.opacity is not None:
             kw["opacity"] = self.opacity
         size = np.asarray(g.size, np.float64)
         if g.kind == "box":
-            scene.add_box(name, color=self.color, dimensions=tuple(2.0 * size[:3]), **kw)
+            handles.append(scene.add_box(name, color=self.color, dimensions=tuple(2.0 * size[:3]), **kw))
         elif g.kind == "sphere":
-            scene.add_icosphere(name, radius=float(size[0]), color=self.color, **kw)
+            handles.append(scene.add_icosphere(name, radius=float(size[0]), color=self.color, **kw))
         elif g.kind in ("cylinder", "capsule"):
             # viser's cylinder runs along its local z, as URDF's and MuJoCo's do
-            scene.add_cylinder(
-                name, radius=float(size[0]), height=2.0 * float(size[1]), color=self.color, **kw
+            handles.append(
+                scene.add_cylinder(
+                    name, radius=float(size[0]), height=2.0 * float(size[1]), color=self.color, **kw
+                )
             )
             if g.kind == "capsule":
                 R = np.asarray(g.R, np.float64).reshape(3, 3)
                 for s, end in ((1, "a"), (-1, "b")):
                     p = np.asarray(g.p, np.float64) + s * float(size[1]) * R[:, 2]
-                    scene.add_icosphere(
+                    h = scene.add_icosphere(
                         f"{name}{end}",
                         radius=float(size[0]),
                         color=self.color,
                         position=p,
                         **({} if self.opacity is None else {"opacity": self.opacity}),
                     )
+                    handles.append(h)
         else:
             return False  # meshes: the skeleton stands in for them
         return True
+
+    def highlight(self, bodies=()) -> None:
+        """Colour the geometry of ``bodies`` (indices) red, every other body its normal colour."""
+        bodies = tuple(sorted({int(b) for b in bodies}))
+        if bodies == self.highlighted:
+            return
+        for b, handles in self.body_geoms.items():
+            for h in handles:
+                h.color = COLLIDING if b in bodies else self.color
+        self.highlighted = bodies
 
     def update(self, q) -> None:
         """Draw the robot at q (nq,)."""
@@ -141,3 +161,46 @@ class RobotDrawing:
             f.remove()
         if self.skeleton is not None:
             self.skeleton.remove()
+
+
+class ObstacleDrawing:
+    """World obstacles (:class:`caliper_jax.collision.geometry.Collider`, ``body`` -1) in a viser
+    scene under ``root``: boxes, spheres, capsules, and half-spaces as a thin square slab at their
+    surface. ``highlight(names)`` colours the named ones red."""
+
+    def __init__(self, server, obstacles, root: str = "/obstacles"):
+        self.server, self.root = server, root
+        self.handles = {}
+        self.highlighted = ()
+        scene = server.scene
+        for k, c in enumerate(obstacles):
+            name = f"{root}/o{k}"
+            kw = dict(color=OBSTACLE, wxyz=wxyz(c.R), position=np.asarray(c.p, np.float64), opacity=0.6)
+            if c.kind == "box":
+                h = [scene.add_box(name, dimensions=tuple(2.0 * np.asarray(c.half, np.float64)), **kw)]
+            elif c.kind == "point":
+                h = [scene.add_icosphere(name, radius=float(c.radius), **kw)]
+            elif c.kind == "segment":
+                h = [scene.add_cylinder(name, radius=float(c.radius), height=2.0 * float(c.half[2]), **kw)]
+            elif c.kind == "halfspace":  # the surface plane: a thin slab just below it
+                kw["position"] = kw["position"] - 0.001 * np.asarray(c.R, np.float64)[:, 2]
+                kw["opacity"] = 0.25
+                h = [scene.add_box(name, dimensions=(GROUND_SIZE, GROUND_SIZE, 0.002), **kw)]
+            else:
+                continue
+            self.handles[c.name] = h
+
+    def highlight(self, names=()) -> None:
+        names = tuple(sorted(set(names)))
+        if names == self.highlighted:
+            return
+        for n, hs in self.handles.items():
+            for h in hs:
+                h.color = COLLIDING if n in names else OBSTACLE
+        self.highlighted = names
+
+    def remove(self) -> None:
+        for hs in self.handles.values():
+            for h in hs:
+                h.remove()
+        self.handles = {}
