@@ -286,10 +286,16 @@ def load_trajectories(path, mj) -> Trajectories:
     return check_trajectories(mj, arrs.get("qpos"), arrs.get("qvel"), arrs.get("ctrl"), what=str(p))
 
 
-def planted_dataset(mj, params, values, *, episodes: int, steps: int, key, amplitude: float = 1.0,
-                    offset=None, knots: int = 4, qpos0=None) -> Trajectories:
-    """Episodes simulated by MuJoCo C with ``params`` set to ``values`` (the planted truth), under
-    random smooth servo targets (:func:`caliper_jax.sysid.scenes.excite`, one key per episode)."""
+def planted_dataset(mj, params, values, *, episodes: int | None = None, steps: int | None = None, key=None,
+                    amplitude: float = 1.0, offset=None, knots: int = 4, qpos0=None, ctrl=None,
+                    engine: str = "mujoco") -> Trajectories:
+    """Episodes simulated with ``params`` set to ``values`` (the planted truth), from rest.
+
+    Controls: ``ctrl`` (E, T, nu) if given (then ``episodes``/``steps``/``key`` are not needed),
+    else random smooth servo targets (:func:`caliper_jax.sysid.scenes.excite`, one key per
+    episode). ``qpos0``: (nq,) or (E, nq) start positions (default ``mj.qpos0``). ``engine``:
+    ``"mujoco"`` (MuJoCo C, the default) or ``"mjx"`` (MJX in JAX's default float: the engine the
+    fit itself runs, so a recovery from its data is not limited by MJX-vs-C differences)."""
     import jax
 
     from caliper_jax.sysid.rollout import simulate
@@ -297,14 +303,33 @@ def planted_dataset(mj, params, values, *, episodes: int, steps: int, key, ampli
 
     mj = getattr(mj, "mj", mj)
     ps = params if isinstance(params, ParamSet) else param_set(mj, params)
+    if engine not in ("mujoco", "mjx"):
+        raise CaliperError(f"engine: expected 'mujoco' or 'mjx', got {engine!r}")
+    if ctrl is None:
+        if episodes is None or steps is None or key is None:
+            raise CaliperError("planted_dataset: give ctrl (episodes, steps, nu), or episodes, steps and key")
+        cs = np.stack([excite(k, mj, steps, knots=knots, amplitude=amplitude, offset=offset)
+                       for k in jax.random.split(key, episodes)])
+    else:
+        cs = np.asarray(ctrl, np.float64)
+        if cs.ndim != 3 or cs.shape[2] != mj.nu or cs.shape[1] < 1:
+            raise CaliperError(f"ctrl: expected shape (episodes, steps, {mj.nu}), got {cs.shape}")
+    E = cs.shape[0]
+    q0 = np.broadcast_to(mj.qpos0 if qpos0 is None else np.asarray(qpos0, np.float64), (E, mj.nq)).copy()
+    v0 = np.zeros((E, mj.nv))
+    if engine == "mjx":
+        from caliper_jax.sysid.rollout import rollout
+        from mjx_backend.versions import import_mjx
+
+        mjx = import_mjx()
+        mx = ps.apply(mjx.put_model(mj), jax.numpy.asarray(values, jax.numpy.zeros(()).dtype))
+        d0 = mjx.make_data(mx)
+        qp, qv = jax.jit(jax.vmap(lambda q, v, c: rollout(mx, d0, q, v, c)))(q0, v0, cs)
+        return Trajectories(np.concatenate([q0[:, None], np.asarray(qp, np.float64)], axis=1),
+                            np.concatenate([v0[:, None], np.asarray(qv, np.float64)], axis=1), cs)
     truth = ps.apply_mj(mj, values)
-    q0 = mj.qpos0 if qpos0 is None else np.asarray(qpos0, np.float64)
-    qp, qv, cs = [], [], []
-    for k in jax.random.split(key, episodes):
-        c = excite(k, mj, steps, knots=knots, amplitude=amplitude, offset=offset)
-        a, b = simulate(truth, q0, np.zeros(mj.nv), c)
-        qp.append(a), qv.append(b), cs.append(c)
-    return Trajectories(np.stack(qp), np.stack(qv), np.stack(cs))
+    qp, qv = zip(*(simulate(truth, q0[e], v0[e], cs[e]) for e in range(E)), strict=True)
+    return Trajectories(np.stack(qp), np.stack(qv), cs)
 
 
 __all__ = ["Evaluator", "SysIdResult", "feature_names", "identify", "load_trajectories", "planted_dataset",

@@ -4,6 +4,9 @@
 - ``"push"``: a slider pusher and a capsule prop on a table (resting / pushed contact, friction);
 - ``"grip"``: two slide fingers closing on a capsule prop resting on the table.
 
+:func:`zoo_push` gives episodes for a zoo scene instead: ``gripper_arm`` (``sort-blocks``) swinging
+its jaw into the rubber ``short_block`` (docs/sysid.md, "Zoo scene").
+
 MuJoCo combines the friction of two touching geoms by their maximum, so the table and the
 fingers are given low friction: the prop's own coefficient then governs its contacts and is
 identifiable. The pusher touches the prop through an explicit frictionless pair (``condim=1``),
@@ -118,4 +121,48 @@ def excite(key, mj, steps: int, *, knots: int = 4, amplitude: float = 1.0, offse
     return out
 
 
-__all__ = ["SCENES", "excite", "scene"]
+#: ``zoo_push`` episodes: (j1 start, j1 end, ramp s, hold s, j1 back), rad and s. On ``sort-blocks``
+#: the jaw (j2 = -j1 keeps it upright) meets the short block's face at j1 ~ 0.067 and the block
+#: starts 2 cm from the tall one: ends of 0.085-0.10 push and tip it by a few mm without a collision.
+ZOO_PUSHES = ((0.04, 0.09, 0.15, 0.05, 0.03), (0.0, 0.10, 0.2, 0.0, 0.05), (0.05, 0.085, 0.12, 0.05, 0.0),
+              (0.02, 0.095, 0.18, 0.02, 0.04))
+
+
+def _smoothstep(x):
+    x = np.clip(x, 0.0, 1.0)
+    return x * x * (3.0 - 2.0 * x)
+
+
+def zoo_push(mj, q0, steps: int, pushes=ZOO_PUSHES, settle_steps: int = 300) -> tuple:
+    """Push episodes for a ``gripper_arm`` zoo scene (joints ``j1``, ``j2``, ``gripper``; servo targets
+    as ``ctrl``): ``(qpos0 (E, nq), ctrl (E, steps, 3))``, one episode per ``pushes`` row.
+
+    ``q0``: (3,) robot start pose (the task's ``q0``). The props are first settled for ``settle_steps``
+    MuJoCo C steps with the arm held at ``q0``; each episode then starts at rest with j1 = -j2 at its
+    start value and sweeps j1 (and j2 = -j1) start -> end (smoothstep over ``ramp``), holds, and
+    returns to ``back`` (smoothstep over ``ramp``); the gripper holds ``q0[2]``."""
+    import mujoco
+
+    mj = getattr(mj, "mj", mj)
+    names = [mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(min(mj.njnt, 3))]
+    if mj.nu != 3 or names != ["j1", "j2", "gripper"]:
+        raise CaliperError(f"zoo_push: needs a gripper_arm scene (joints j1, j2, gripper first, "
+                           f"3 actuators), got joints {names} and {mj.nu} actuators")
+    q0 = np.asarray(q0, np.float64).reshape(3)
+    d = mujoco.MjData(mj)
+    d.qpos[:3], d.ctrl[:] = q0, q0
+    for _ in range(int(settle_steps)):
+        mujoco.mj_step(mj, d)
+    rest = d.qpos.copy()
+    t = np.arange(int(steps)) * float(mj.opt.timestep)
+    qpos0, ctrl = [], []
+    for a0, a1, ramp, hold, back in pushes:
+        a = a0 + (a1 - a0) * _smoothstep(t / ramp) + (back - a1) * _smoothstep((t - ramp - hold) / ramp)
+        ctrl.append(np.stack([a, -a, np.full_like(a, q0[2])], axis=-1))
+        q = rest.copy()
+        q[:3] = (a0, -a0, q0[2])
+        qpos0.append(q)
+    return np.stack(qpos0), np.stack(ctrl)
+
+
+__all__ = ["SCENES", "ZOO_PUSHES", "excite", "scene", "zoo_push"]
