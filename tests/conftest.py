@@ -49,6 +49,35 @@ def _module_marked_x64(module) -> bool:
     return any(m.name == "x64" for m in (marks if isinstance(marks, list) else [marks]))
 
 
+# Every compiled XLA CPU executable holds ~9 memory mappings; a process may hold vm.max_map_count
+# (65530 by default) of them, and LLVM aborts the process (SIGABRT inside a compile) when it runs out.
+# The default suite compiles more than 7000 executables in one process, so the compilation caches
+# are dropped between modules once half the budget is used (rarely: a few recompiles follow).
+MAP_BUDGET = 0.5
+
+
+def _map_counts():
+    """(mappings held by this process, vm.max_map_count), or None where /proc does not say."""
+    try:
+        with open(f"/proc/{os.getpid()}/maps") as f:
+            held = sum(1 for _ in f)
+        with open("/proc/sys/vm/max_map_count") as f:
+            return held, int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_code():
+    yield
+    counts = _map_counts()
+    if counts is not None and counts[0] > MAP_BUDGET * counts[1]:
+        import gc
+
+        jax.clear_caches()
+        gc.collect()
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _x64_module(request):
     """A module marked x64 as a whole (``pytestmark``) builds its module-scoped fixtures in float64

@@ -1,8 +1,8 @@
 """Dynamics trajopt (direct multiple shooting, augmented Lagrangian): the solver on problems with
 known answers, the fixed-path minimum time against TOPP-RA on the same rows, the float64 gradient
 check of the trajopt cost (objective + penalties) w.r.t. the decision variables, input errors, and
-(slow) a full pendulum2 solve. The benchmark against CHOMP + TOPP-RA is
-``benchmarks/bench_trajopt.py``."""
+(slow) full solves: pendulum2, and the free collide_arm problems (issue 22). The benchmark against
+CHOMP + TOPP-RA is ``benchmarks/bench_trajopt.py``."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,7 +22,7 @@ WAYPOINTS = np.array([[-1.0, 0.2, 0.1], [-0.3, 1.2, -0.8], [0.5, 0.9, 0.3], [1.0
 
 
 @pytest.mark.x64
-@pytest.mark.parametrize("method", ["lbfgs", "newton"])
+@pytest.mark.parametrize("method", ["lbfgs", "newton", "gauss_newton"])
 def test_auglag_circle(method):
     """min x + y on the unit circle with x >= -0.5: the answer is (-0.5, -sqrt(3)/2)."""
     f = lambda z: z[0] + z[1]
@@ -141,3 +141,27 @@ def test_cli_dynamics_json(capsys):
     report = json.loads(capsys.readouterr().out)
     assert rc == 0 and report["success"] and report["converged"] and report["violation"] < 1e-3
     assert len(report["q"]) == 17 and len(report["tau"]) == 16 and report["duration"] == 1.0
+
+
+@pytest.mark.slow      # ~2 min (compile + 2 solves) under load; test_auglag_circle covers gauss_newton
+@pytest.mark.x64
+def test_collide_arm_free_minimum_time_converges():
+    """Issue 22: the free collide_arm problems (horizon 16, minimum time, warm-started from CHOMP)
+    converge with the default Gauss-Newton inner solver, collision-free under the exact colliders,
+    within the torque limits and at rest on the goal."""
+    from caliper_jax.planning import Checker
+    from caliper_jax.planning.problems import collide_arm_problems
+    from caliper_jax.trajopt import trajopt
+
+    ps = collide_arm_problems(2, seed=0)
+    ps.model = ps.model.astype(jnp.float64)
+    spheres = ps.sphere_model()
+    chomp = trajopt(ps.model, ps.starts, ps.goals, inits=8, seed=0, spheres=spheres)
+    res = trajopt_dynamic(ps.model, ps.starts, ps.goals, horizon=16, objective="time", spheres=spheres,
+                          init=chomp.paths)
+    check = Checker(ps.model, ps.collision_model(), resolution=ps.resolution, batch=256)
+    assert res.converged.all() and res.violation.max() < 1e-3, res.violation
+    assert all(check.path_valid(res.q[p]) for p in range(2))
+    assert np.abs(res.tau).max() <= 20.0 * (1 + 1e-3)
+    np.testing.assert_allclose(res.q[:, -1], ps.goals, atol=1e-3)
+    np.testing.assert_allclose(res.qd[:, -1], 0.0, atol=1e-2)

@@ -12,7 +12,9 @@ After each inner solve the multipliers step (``lam += rho c``, ``mu = max(0, mu 
 one (capped at ``rho_max``). Each L-BFGS step is the two-loop recursion over the last ``memory``
 pairs (pairs with ``s.y <= 0`` are skipped), a backtracking Armijo line search of at most
 ``line_search`` halvings, and the steepest descent direction whenever the quasi-Newton one does
-not descend.
+not descend. The other inner solvers are ``newton`` (Levenberg-damped, exact dense Hessian,
+accept/reject steps) and ``gauss_newton`` (:func:`gauss_newton`: the constraints' second
+derivatives dropped, with the same line search; the robust choice for multiple shooting).
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ import jax
 import jax.numpy as jnp
 
 from caliper_jax.errors import CaliperError
+
+METHODS = ("lbfgs", "newton", "gauss_newton")
 
 
 @dataclass(frozen=True)
@@ -37,15 +41,16 @@ class ALOptions:
     rho_growth: float = 10.0
     rho_max: float = 1e6
     armijo: float = 1e-4
-    method: str = "lbfgs"      # inner solver: "lbfgs" | "newton" (damped Newton, dense Hessian)
+    method: str = "lbfgs"      # inner solver: "lbfgs" | "newton" (damped Newton, dense Hessian) |
+    #                            "gauss_newton" (Hessian of f + rho J^T J of c and active g, line search)
 
     def check(self) -> ALOptions:
         if min(self.outer, self.inner, self.memory, self.line_search) < 1:
             raise CaliperError("ALOptions: outer, inner, memory and line_search must be >= 1")
         if not (self.rho0 > 0 and self.rho_growth >= 1 and self.rho_max >= self.rho0):
             raise CaliperError("ALOptions: need rho0 > 0, rho_growth >= 1 and rho_max >= rho0")
-        if self.method not in ("lbfgs", "newton"):
-            raise CaliperError(f"ALOptions.method must be 'lbfgs' or 'newton', got {self.method!r}")
+        if self.method not in METHODS:
+            raise CaliperError(f"ALOptions.method must be one of {', '.join(METHODS)}, got {self.method!r}")
         return self
 
 
@@ -176,6 +181,60 @@ def newton(fun: Callable, z0, iterations: int, damping0: float = 1e-3):
     return z, f
 
 
+def gauss_newton(f: Callable, c: Callable, g: Callable, z0, lam, mu, rho, iterations: int,
+                 line_search: int = 20, armijo: float = 1e-4, damping0: float = 1e-6):
+    """Minimise the augmented Lagrangian :func:`merit` for fixed ``lam``, ``mu``, ``rho`` from ``z0``
+    by ``iterations`` Gauss-Newton steps -> (z, merit(z)).
+
+    The model Hessian is ``hess f + rho (Jc^T Jc + Jg_a^T Jg_a)`` (``Jg_a``: rows of the inequalities
+    whose shifted multiplier ``mu + rho g`` is positive): the constraints' own second derivatives
+    are dropped, so for large ``rho`` it is positive semidefinite where the exact one is not, and
+    it needs only first derivatives of ``c`` and ``g`` (cheap to compile through the dynamics).
+    Levenberg damping ``delta mean(diag)`` (shrinks 3x after a full step, grows 4x after a
+    shortened one, 16x after a failed one), an Armijo backtracking line search of at most
+    ``line_search`` halvings, and the steepest descent direction when the step does not descend."""
+    fun = lambda x: merit(f, c, g, x, lam, mu, rho)
+    vg = jax.value_and_grad(fun)
+    hess_f = jax.hessian(f)
+    jc, jg = jax.jacfwd(c), jax.jacfwd(g)
+    dt = z0.dtype
+    eye = jnp.eye(z0.shape[0], dtype=dt)
+
+    def step(carry, _):
+        z, fz, gk, delta = carry
+        Jc, Jg = jc(z), jg(z)
+        active = (mu + rho * g(z) > 0).astype(dt)
+        H = hess_f(z) + rho * (Jc.T @ Jc + (Jg.T * active) @ Jg)
+        H = 0.5 * (H + H.T)
+        scale = jnp.maximum(jnp.mean(jnp.abs(jnp.diag(H))), 1e-12)
+        d = -jnp.linalg.solve(H + delta * scale * eye, gk)
+        slope = jnp.dot(gk, d)
+        bad = ~(slope < 0) | ~jnp.all(jnp.isfinite(d))
+        d = jnp.where(bad, -gk / jnp.maximum(jnp.max(jnp.abs(gk)), 1.0), d)
+        slope = jnp.dot(gk, d)
+
+        def cond(s):
+            t, ft, k = s
+            return (k < line_search) & ~(ft <= fz + armijo * t * slope)
+
+        def body(s):
+            t, _, k = s
+            t = 0.5 * t
+            return t, fun(z + t * d), k + 1
+
+        one = jnp.ones((), dt)
+        t, ft, _ = jax.lax.while_loop(cond, body, (one, fun(z + d), jnp.zeros((), jnp.int32)))
+        ok = (ft <= fz + armijo * t * slope) & jnp.isfinite(ft)
+        z1 = jnp.where(ok, z + t * d, z)
+        f1, g1 = vg(z1)
+        delta = jnp.where(ok & (t == 1.0), delta / 3.0, jnp.where(ok, delta * 4.0, delta * 16.0))
+        return (z1, f1, g1, jnp.clip(delta, 1e-12, 1e6)), None
+
+    f0, g0 = vg(z0)
+    (z, fz, _, _), _ = jax.lax.scan(step, (z0, f0, g0, jnp.asarray(damping0, dt)), None, length=iterations)
+    return z, fz
+
+
 def solve(f: Callable, c: Callable, g: Callable, z0, opts: ALOptions = ALOptions()) -> ALResult:
     """Minimise ``f`` s.t. ``c = 0``, ``g <= 0`` from ``z0`` (module docstring). Pure; jit/vmap at
     the caller."""
@@ -188,6 +247,8 @@ def solve(f: Callable, c: Callable, g: Callable, z0, opts: ALOptions = ALOptions
         fun = lambda x: merit(f, c, g, x, lam, mu, rho)
         if opts.method == "newton":
             z, _ = newton(fun, z, opts.inner)
+        elif opts.method == "gauss_newton":
+            z, _ = gauss_newton(f, c, g, z, lam, mu, rho, opts.inner, opts.line_search, opts.armijo)
         else:
             z, _ = lbfgs(fun, z, opts.inner, opts.memory, opts.line_search, opts.armijo)
         cz, gz = c(z), g(z)
@@ -202,4 +263,5 @@ def solve(f: Callable, c: Callable, g: Callable, z0, opts: ALOptions = ALOptions
     return ALResult(z, f(z), violation(c, g, z), lam, mu, rho, trace)
 
 
-__all__ = ["ALOptions", "ALResult", "lbfgs", "merit", "newton", "solve", "violation"]
+__all__ = ["ALOptions", "ALResult", "METHODS", "gauss_newton", "lbfgs", "merit", "newton", "solve",
+           "violation"]
