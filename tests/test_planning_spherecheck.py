@@ -251,3 +251,13 @@ def test_bad_input(panda):
         checker.valid_np(np.full((2, 8), np.nan))
     with pytest.raises(CaliperError, match=r"qs: expected shape \(B, 8\)"):
         checker.valid(checker.params, jnp.zeros((4, 3)))
+
+
+def test_a_robot_without_collision_geometry_is_free_inside_its_limits():
+    """pendulum2 has no collision geometry: no sphere moves, so every configuration inside the joint
+    limits is free and every one outside is not (`caliper plan pendulum2` once failed here)."""
+    model = load("pendulum2")
+    checker = planning_checker(model, [ground(-1.0)])
+    qs = np.array([[0.0, 0.0], [1.0, -0.5], [1e3, 0.0]])
+    inside = np.all((qs >= checker.lower) & (qs <= checker.upper), axis=1)
+    np.testing.assert_array_equal(np.asarray(checker.valid(checker.params, qs)), inside)

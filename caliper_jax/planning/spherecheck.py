@@ -458,6 +458,8 @@ class PlanningChecker:
         qs = qs.astype(dt)
         inside = jnp.all((qs >= jnp.asarray(self.lower, dt)) & (qs <= jnp.asarray(self.upper, dt)), axis=1)
         model, rs, moving, early = self.model, self.spheres, self._moving, self.early_exit
+        if moving.size == 0:  # no geometry on a moving body (e.g. pendulum2): nothing can collide
+            return inside
 
         def kernel(p, q):                                        # q (nq, L) -> (L,)
             return _collides(model, rs, moving, p, q, early)
