@@ -75,7 +75,10 @@ _SCENES_KEPT = 4
 
 def resolve_task(task):
     """A :class:`tasks.scene.TaskScene` from a TaskScene, a Task, a task file path or a zoo name.
-    The last few built scenes are reused while the task and its robot file are unchanged."""
+    The last few built scenes are reused while the task, its robot file and the precision
+    (``jax_enable_x64``) are unchanged."""
+    import jax
+
     from tasks.scene import TaskScene, build_scene
     from tasks.schema import Task, find_task, load_task
 
@@ -85,7 +88,7 @@ def resolve_task(task):
         task = load_task(find_task(task))
     try:
         st = os.stat(task.robot)
-        key = (task, st.st_mtime_ns, st.st_size)
+        key = (task, st.st_mtime_ns, st.st_size, bool(jax.config.jax_enable_x64))  # the model's precision
         hash(key)
     except (OSError, TypeError):                 # unreadable robot (build_scene says why) or unhashable
         return build_scene(task)
