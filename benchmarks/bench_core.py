@@ -4,7 +4,8 @@ loop and its threaded rneaInParallel / abaInParallel on the same cores) and MJX 
 forward with contacts disabled.
 
     python benchmarks/bench_core.py [--robot panda] [--batches 1 64 1024 4096] [--no-mjx]
-                                    [--host-devices 2]
+                                    [--host-devices 2] [--part all|throughput|latency]
+                                    [--sync-dispatch]
 
 Figures are configurations per second (higher is better), timed two ways: pipelined (calls queued
 back to back, one wait per round) and waiting for every result before the next call. ``fd`` is the
@@ -13,6 +14,15 @@ Results: benchmarks/README.md.
 ``--host-devices N`` splits the CPU into N XLA devices and shards the batch over them (one jitted
 call, N cores busy -- XLA's CPU backend otherwise runs these small fused kernels on one core);
 Pinocchio's parallel figures use the same number of threads.
+
+``--part latency`` (also run by the default ``--part all``, after the throughput figures): batch-1
+latency per call, microseconds (lower is better), median and p90 of single timed calls, rounds
+interleaved with Pinocchio's per-call loop on the same configuration: ours through
+``caliper_jax.single.single_call`` (NumPy in, NumPy out; ``raw``: a ``jax.Array`` already on the
+device in, the ``jax.Array`` out, waited for), ``jit(model, ...)`` the plain jitted call with the
+Model as an argument, and the ratio ours / Pinocchio. ``--sync-dispatch`` sets
+``jax_cpu_enable_async_dispatch`` off (read before JAX starts): executables run on the calling
+thread.
 """
 from __future__ import annotations
 
@@ -20,6 +30,7 @@ import argparse
 import os
 import sys
 import time
+from functools import partial
 
 
 def _host_devices(argv) -> int:
@@ -32,6 +43,8 @@ def _host_devices(argv) -> int:
     return 1
 
 
+if "--sync-dispatch" in sys.argv:
+    os.environ["JAX_CPU_ENABLE_ASYNC_DISPATCH"] = "false"
 if _host_devices(sys.argv) > 1:
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                                f" --xla_force_host_platform_device_count={_host_devices(sys.argv)}")
@@ -235,6 +248,90 @@ def mjx_figures(model, batch):
     return out
 
 
+# ---- batch-1 latency ------------------------------------------------------------------------------
+
+LATENCY_OPS = ("fk", "jacobian", "rnea", "aba")
+
+
+def _call_times(fn, n):
+    """Seconds of each of ``n`` single calls of ``fn()``."""
+    out = np.empty(n)
+    clock = time.perf_counter
+    for i in range(n):
+        t0 = clock()
+        fn()
+        out[i] = clock() - t0
+    return out
+
+
+def _interleaved(contenders, n=2000, rounds=5):
+    """{name: (median us, p90 us)}: rounds of ``n`` timed calls, contenders taking turns within
+    each round (a load spike then hits them alike); 200 untimed calls each first."""
+    samples = {k: [] for k in contenders}
+    for fn in contenders.values():
+        _call_times(fn, 200)
+    for _ in range(rounds):
+        for k, fn in contenders.items():
+            samples[k].append(_call_times(fn, n))
+    return {k: (1e6 * np.median(np.concatenate(v)), 1e6 * np.percentile(np.concatenate(v), 90))
+            for k, v in samples.items()}
+
+
+def latency(model, path, dtypes, n=2000, rounds=5):
+    """Batch-1 latency per call (us): ours (single_call, NumPy in/out and raw device arrays),
+    the plain jitted call with the Model as an argument, Pinocchio's per-call loop."""
+    from caliper_jax.single import single_call
+
+    try:
+        import pinocchio as pin
+    except ImportError:
+        pin = None
+    rows, pin_calls = [], {}
+    rng = np.random.default_rng(0)
+    v64, a64 = rng.normal(size=model.nv), rng.normal(size=model.nv)
+    if pin is not None:
+        pm = pin.buildModelFromUrdf(str(path))
+        pd = pm.createData()
+        q64 = pin.randomConfiguration(pm)
+        pin_calls = {
+            "fk": lambda: (pin.forwardKinematics(pm, pd, q64), pin.updateFramePlacements(pm, pd)),
+            "jacobian": lambda: pin.computeFrameJacobian(pm, pd, q64, pm.nframes - 1,
+                                                         pin.LOCAL_WORLD_ALIGNED),
+            "rnea": lambda: pin.rnea(pm, pd, q64, v64, a64),
+            "aba": lambda: pin.aba(pm, pd, q64, v64, a64),
+        }
+    else:
+        q64 = np.asarray(configuration.random_configuration(model, jax.random.PRNGKey(0)), np.float64)
+    for dtype in dtypes:
+        np_dtype = np.dtype(dtype)
+        m = model.astype(dtype)
+        q, v, a = (x.astype(np_dtype) for x in (q64, v64, a64))
+        frame = m.nframe - 1
+        for op in LATENCY_OPS:
+            kw = {"frame": frame} if op == "jacobian" else {}
+            s = single_call(m, op, **kw)
+            args = (q,) if op in ("fk", "jacobian") else (q, v, a)
+            dev_args = [jax.device_put(x) for x in args]
+            plain = jax.jit({"fk": kinematics.forward_kinematics,
+                             "jacobian": partial(kinematics.frame_jacobian, frame=frame),
+                             "rnea": dynamics.rnea, "aba": dynamics.aba}[op])
+            plain_args = (m, *[jnp.asarray(x) for x in args])
+            contenders = {
+                "ours": lambda s=s, args=args: s(*args),
+                "raw": lambda c=s.compiled, d=dev_args: c(*d).block_until_ready(),
+                "jit(model, ...)": lambda f=plain, x=plain_args: np.asarray(f(*x)),
+            }
+            if pin_calls:
+                contenders["pinocchio"] = pin_calls[op]
+            res = _interleaved(contenders, n=n, rounds=rounds)
+            ratio = res["ours"][0] / res["pinocchio"][0] if pin_calls else float("nan")
+            rows.append((op, np_dtype.name, s.compile_s, res, ratio))
+            print(f"  {op:9s} {np_dtype.name:8s} compile {s.compile_s:5.2f} s  " + "  ".join(
+                f"{k} {med:7.2f} (p90 {p90:7.2f})" for k, (med, p90) in res.items())
+                + f"  ours/pinocchio {ratio:5.1f}x", flush=True)
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--robot", default="panda")
@@ -245,6 +342,12 @@ def main():
     parser.add_argument("--mjx-batch", type=int, default=64)
     parser.add_argument("--host-devices", type=int, default=1,
                         help="XLA CPU devices to shard the batch over (read before JAX starts)")
+    parser.add_argument("--part", choices=("all", "throughput", "latency"), default="all",
+                        help="throughput (batches), batch-1 latency, or both (default)")
+    parser.add_argument("--latency-calls", type=int, default=2000,
+                        help="timed calls per contender per round (5 rounds)")
+    parser.add_argument("--sync-dispatch", action="store_true",
+                        help="jax_cpu_enable_async_dispatch off (read before JAX starts)")
     args = parser.parse_args()
     import robots
 
@@ -252,13 +355,18 @@ def main():
     model = load(args.robot, mimic=False)  # Pinocchio's default: mimic joints independent
     print(f"{args.robot}: nq={model.nq}, {model.nbody} bodies, {model.nframe} frames; jax {jax.__version__} "
           f"on {jax.default_backend()} ({os.cpu_count()} cores, {len(jax.local_devices())} XLA devices)")
-    print("caliper_jax (vmap + jit):")
-    ours(model, args.batches, [getattr(jnp, d) for d in args.dtypes], {k: OPS[k] for k in args.ops})
-    print("Pinocchio (float64):")
-    pinocchio(path, args.batches)
-    if not args.no_mjx:
-        print("MJX (contacts disabled; the MJCF generated from the same model):")
-        mjx_figures(model, args.mjx_batch)
+    if args.part in ("all", "throughput"):
+        print("caliper_jax (vmap + jit):")
+        ours(model, args.batches, [getattr(jnp, d) for d in args.dtypes], {k: OPS[k] for k in args.ops})
+        print("Pinocchio (float64):")
+        pinocchio(path, args.batches)
+        if not args.no_mjx:
+            print("MJX (contacts disabled; the MJCF generated from the same model):")
+            mjx_figures(model, args.mjx_batch)
+    if args.part in ("all", "latency"):
+        print(f"Batch-1 latency per call, us, median (p90); Pinocchio float64; async dispatch "
+              f"{'off' if args.sync_dispatch else 'on'}:")
+        latency(model, path, [getattr(jnp, d) for d in args.dtypes], n=args.latency_calls)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ _export(".dynamics", "rnea", "inverse_dynamics", "crba", "mass_matrix", "aba", "
         "forward_dynamics_cholesky", "bias_forces", "gravity_torques", "kinetic_energy",
         "potential_energy", "total_energy", "center_of_mass", "solve_spd")
 _export(".integrators", "step", "simulate")
+_export(".single", "single_call", "SingleCall")
 _export(".control", "ControlLoop", "ControlParams", "SafetyParams", "Setpoint", "control_params",
         "safety_params", "computed_torque")
 _export(".backend.native", "NativeBackend")
