@@ -126,9 +126,18 @@ class FlatParams:
         return {g: jnp.concatenate(v) if len(v) > 1 else v[0] for g, v in parts.items()}
 
     def unravel(self, flat: dict) -> list:
-        """The parameter leaves of a :meth:`ravel` dict."""
-        return [flat[g][o:o + n].reshape(shape)
-                for (g, o, n), shape in zip(self.where, self.shapes, strict=True)]
+        """The parameter leaves of a :meth:`ravel` dict. One split per group, not a slice per leaf:
+        under ``grad`` a split transposes to one concatenate, a slice to a pad + add of the whole
+        vector per leaf (O(leaves x params) work every step)."""
+        import jax.numpy as jnp
+
+        parts: dict = {}
+        for g in self.sizes:
+            cuts = [o for (h, o, _) in self.where if h == g][1:]
+            v = flat[g]
+            parts[g] = iter(np.split(v, cuts) if isinstance(v, np.ndarray) else jnp.split(v, cuts))
+        return [next(parts[g]).reshape(shape)
+                for (g, _, _), shape in zip(self.where, self.shapes, strict=True)]
 
 
 def ema_update(ema, params, decay: float):

@@ -83,6 +83,31 @@ def violation(c, g, z):
     return jnp.max(jnp.stack(parts))
 
 
+def _armijo(fun: Callable, z, fz, gk, d, line_search: int, armijo: float):
+    """Backtracking Armijo line search from ``z`` (``fun(z) = fz``, gradient ``gk``) along ``d``, or
+    along the scaled steepest descent direction where ``d`` does not descend or is not finite:
+    t = 1, halved at most ``line_search`` times until ``fun(z + t d) <= fz + armijo t gk.d``.
+    -> (z1, t, ok): ``z1 = z + t d`` when ``ok`` (the condition holds, finite), else ``z``."""
+    slope = jnp.dot(gk, d)
+    bad = ~(slope < 0) | ~jnp.all(jnp.isfinite(d))
+    d = jnp.where(bad, -gk / jnp.maximum(jnp.max(jnp.abs(gk)), 1.0), d)
+    slope = jnp.dot(gk, d)
+
+    def cond(s):
+        t, ft, k = s
+        return (k < line_search) & ~(ft <= fz + armijo * t * slope)
+
+    def body(s):
+        t, _, k = s
+        t = 0.5 * t
+        return t, fun(z + t * d), k + 1
+
+    one = jnp.ones((), z.dtype)
+    t, ft, _ = jax.lax.while_loop(cond, body, (one, fun(z + d), jnp.zeros((), jnp.int32)))
+    ok = (ft <= fz + armijo * t * slope) & jnp.isfinite(ft)
+    return jnp.where(ok, z + t * d, z), t, ok
+
+
 def lbfgs(fun: Callable, z0, iterations: int, memory: int = 10, line_search: int = 20, armijo: float = 1e-4):
     """Minimise ``fun`` from ``z0`` with ``iterations`` L-BFGS steps -> (z, fun(z))."""
     vg = jax.value_and_grad(fun)
@@ -116,25 +141,7 @@ def lbfgs(fun: Callable, z0, iterations: int, memory: int = 10, line_search: int
 
     def step(carry, _):
         z, f, gk, S, Y, R, head, count = carry
-        d = direction(gk, S, Y, R, head, count)
-        slope = jnp.dot(gk, d)
-        bad = ~(slope < 0) | ~jnp.all(jnp.isfinite(d))
-        d = jnp.where(bad, -gk / jnp.maximum(jnp.max(jnp.abs(gk)), 1.0), d)
-        slope = jnp.dot(gk, d)
-
-        def cond(s):
-            t, ft, k = s
-            return (k < line_search) & ~(ft <= f + armijo * t * slope)
-
-        def body(s):
-            t, _, k = s
-            t = 0.5 * t
-            return t, fun(z + t * d), k + 1
-
-        one = jnp.ones((), dt)
-        t, ft, _ = jax.lax.while_loop(cond, body, (one, fun(z + d), jnp.zeros((), jnp.int32)))
-        ok = (ft <= f + armijo * t * slope) & jnp.isfinite(ft)
-        z1 = jnp.where(ok, z + t * d, z)
+        z1, _, ok = _armijo(fun, z, f, gk, direction(gk, S, Y, R, head, count), line_search, armijo)
         f1, g1 = vg(z1)
         s, y = z1 - z, g1 - gk
         sy = jnp.dot(s, y)
@@ -208,24 +215,7 @@ def gauss_newton(f: Callable, c: Callable, g: Callable, z0, lam, mu, rho, iterat
         H = 0.5 * (H + H.T)
         scale = jnp.maximum(jnp.mean(jnp.abs(jnp.diag(H))), 1e-12)
         d = -jnp.linalg.solve(H + delta * scale * eye, gk)
-        slope = jnp.dot(gk, d)
-        bad = ~(slope < 0) | ~jnp.all(jnp.isfinite(d))
-        d = jnp.where(bad, -gk / jnp.maximum(jnp.max(jnp.abs(gk)), 1.0), d)
-        slope = jnp.dot(gk, d)
-
-        def cond(s):
-            t, ft, k = s
-            return (k < line_search) & ~(ft <= fz + armijo * t * slope)
-
-        def body(s):
-            t, _, k = s
-            t = 0.5 * t
-            return t, fun(z + t * d), k + 1
-
-        one = jnp.ones((), dt)
-        t, ft, _ = jax.lax.while_loop(cond, body, (one, fun(z + d), jnp.zeros((), jnp.int32)))
-        ok = (ft <= fz + armijo * t * slope) & jnp.isfinite(ft)
-        z1 = jnp.where(ok, z + t * d, z)
+        z1, t, ok = _armijo(fun, z, fz, gk, d, line_search, armijo)
         f1, g1 = vg(z1)
         delta = jnp.where(ok & (t == 1.0), delta / 3.0, jnp.where(ok, delta * 4.0, delta * 16.0))
         return (z1, f1, g1, jnp.clip(delta, 1e-12, 1e6)), None

@@ -47,15 +47,20 @@ class EncoderLayer(nnx.Module):
         self.ff2 = linear(c.dim_feedforward, d, rngs=rngs)
         self.drop = Dropout(c.dropout)
 
-    def __call__(self, x, pos, mask, key):
-        """x (B, T, D), pos (B|1, T, D), mask (B, T) -> (B, T, D)."""
+    def __call__(self, x, pos, mask, key, first_only: bool = False):
+        """x (B, T, D), pos (B|1, T, D), mask (B, T) -> (B, T, D), or (B, 1, D) with ``first_only``
+        (only token 0's output, e.g. the CVAE's cls token: the same values for 1/T of the queries
+        and feed-forward)."""
         k1, k2, k3 = split_key(key, 3)
+        full = tuple(x.shape)
         h = self.norm1(x)
         qk = h + pos
-        x = x + self.drop(self.attn(qk, qk, h, mask), k1)
+        q = qk[:, :1] if first_only else qk
+        x = x[:, :1] if first_only else x
+        x = x + self.drop(self.attn(q, qk, h, mask), k1, full)
         h = self.norm2(x)
-        h = self.ff2(self.drop(jax.nn.relu(self.ff1(h)), k2))
-        return x + self.drop(h, k3)
+        h = self.ff2(self.drop(jax.nn.relu(self.ff1(h)), k2, (*full[:-1], self.ff1.out_features)))
+        return x + self.drop(h, k3, full)
 
 
 class DecoderLayer(nnx.Module):
@@ -73,12 +78,14 @@ class DecoderLayer(nnx.Module):
         self.drop = Dropout(c.dropout)
 
     def __call__(self, x, query_pos, memory, memory_pos, memory_mask, key):
-        """x (B, Tq, D), query_pos (1, Tq, D), memory (B, Tk, D), memory_pos (1, Tk, D),
-        memory_mask (B, Tk) -> (B, Tq, D)."""
+        """x (B|1, Tq, D), query_pos (1, Tq, D), memory (B, Tk, D), memory_pos (1, Tk, D),
+        memory_mask (B, Tk) -> (B, Tq, D). A batch-constant ``x`` (1, Tq, D) -- the first layer's
+        zero queries -- runs the self-attention once for the whole batch (same values, 1/B the work)."""
         k1, k2, k3, k4 = split_key(key, 4)
         h = self.norm1(x)
         q = h + query_pos
-        x = x + self.drop(self.self_attn(q, q, h), k1)
+        shape = (memory.shape[0], *x.shape[1:])
+        x = jnp.broadcast_to(x, shape) + self.drop(jnp.broadcast_to(self.self_attn(q, q, h), shape), k1)
         h = self.norm2(x)
         x = x + self.drop(self.cross_attn(h + query_pos, memory + memory_pos, memory, memory_mask), k2)
         h = self.norm3(x)
@@ -93,9 +100,12 @@ class Encoder(nnx.Module):
         self.layers = nnx.List([EncoderLayer(c, rngs=rngs) for _ in range(n_layers)])
         self.norm = layer_norm(c.dim_model, rngs=rngs)
 
-    def __call__(self, x, pos, mask, key):
-        for layer, k in zip(self.layers, split_key(key, len(self.layers)), strict=True):
-            x = layer(x, pos, mask, k)
+    def __call__(self, x, pos, mask, key, first_only: bool = False):
+        """x (B, T, D) -> (B, T, D), or (B, 1, D) (token 0 only, see :class:`EncoderLayer`) with
+        ``first_only`` and at least one layer."""
+        n = len(self.layers)
+        for i, (layer, k) in enumerate(zip(self.layers, split_key(key, n), strict=True)):
+            x = layer(x, pos, mask, k, first_only=first_only and i == n - 1)
         return self.norm(x)
 
 
@@ -135,7 +145,7 @@ class ACT(nnx.Module):
         mask = jnp.concatenate([jnp.ones((b, 1), bool), batch.obs_mask.astype(bool),
                                 batch.action_mask.astype(bool)], axis=1)
         pos = jnp.asarray(sinusoidal_table(tokens.shape[1], d))[None]
-        out = self.vae_out(self.vae_encoder(tokens, pos, mask, key)[:, 0])
+        out = self.vae_out(self.vae_encoder(tokens, pos, mask, key, first_only=True)[:, 0])
         mu, logvar = jnp.split(out, 2, axis=-1)
         return mu, logvar
 
@@ -148,7 +158,7 @@ class ACT(nnx.Module):
         pos = self.enc_pos[...]
         memory = self.encoder(tokens, pos, mask, k_enc)
         query_pos = self.query_pos[...]
-        x = jnp.zeros((b, self.config.chunk_size, self.config.dim_model), memory.dtype)
+        x = jnp.zeros((1, self.config.chunk_size, self.config.dim_model), memory.dtype)  # same for all b
         for layer, k in zip(self.decoder, split_key(k_dec, len(self.decoder)), strict=True):
             x = layer(x, query_pos, memory, pos, mask, k)
         return self.head(self.decoder_norm(x))

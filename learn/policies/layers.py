@@ -156,11 +156,15 @@ class Dropout(nnx.Module):
         self.rate = float(rate)
         self.deterministic = deterministic
 
-    def __call__(self, x: jax.Array, key) -> jax.Array:
-        """x (...) -> (...); ``key``: a JAX key, a :func:`split_key` seed, or None."""
+    def __call__(self, x: jax.Array, key, full_shape=None) -> jax.Array:
+        """x (...) -> (...); ``key``: a JAX key, a :func:`split_key` seed, or None. ``full_shape``:
+        ``x`` is the leading corner (``[:n0, :n1, ...]``) of a tensor of that shape; it gets the
+        corner of that tensor's mask (the same mask as dropping the whole tensor and slicing)."""
         if key is None or self.deterministic or self.rate == 0.0:
             return x
-        keep = _hash_bits(key, x.shape) >= jnp.uint32(min(int(self.rate * 2.0 ** 32), 2 ** 32 - 1))
+        bits = _hash_bits(key, tuple(x.shape if full_shape is None else full_shape))
+        bits = bits[tuple(slice(0, n) for n in x.shape)] if full_shape is not None else bits
+        keep = bits >= jnp.uint32(min(int(self.rate * 2.0 ** 32), 2 ** 32 - 1))
         return jnp.where(keep, x / (1.0 - self.rate), jnp.zeros_like(x))
 
 
