@@ -122,10 +122,10 @@ def single_call(model: Model, op: str, *, frame=None, reference: str = "world", 
             raise CaliperError(f"reference must be one of {kinematics.REFERENCES}, got {reference!r}")
     elif frame is not None:
         raise CaliperError(f"frame: the {op} op takes no frame")
-    m = model if dtype is None else model.astype(dtype)
-    if dtype is not None and m.dtype != jnp.dtype(dtype):
+    if dtype is not None and jnp.dtype(dtype).itemsize == 8 and not jax.config.jax_enable_x64:
         raise CaliperError(f"dtype {jnp.dtype(dtype).name} needs jax_enable_x64 "
-                           f"(jax.config.update('jax_enable_x64', True)); the model came out {m.dtype}")
+                           "(jax.config.update('jax_enable_x64', True))")
+    m = model if dtype is None else model.astype(dtype)
     np_dtype = np.dtype(m.dtype)
     sizes = {"q": m.nq, "v": m.nv, "a": m.nv, "tau": m.nv}
     shapes = tuple((sizes[n],) for n in names)
