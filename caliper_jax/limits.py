@@ -29,7 +29,15 @@ BUDGETS: dict[str, tuple[int, str]] = {
     "file_mb": (64, "MiB"),
     # moving bodies of one robot (compile time and memory grow with the chain)
     "bodies": (10_000, "bodies"),
+    # nesting depth of one JSON document (task, graph, config): arrays and objects inside each other
+    "depth": (64, "levels"),
+    # nodes of one dataflow graph (validation and the run order grow with it)
+    "nodes": (2_000, "nodes"),
 }
+
+
+class BudgetError(CaliperError):
+    """An input that asks for more work or memory than a budget allows (exit 2, like bad input)."""
 
 
 def env_name(name: str) -> str:
@@ -62,7 +70,7 @@ def check(name: str, amount, what: str) -> int:
         value = float("inf")
     if not value <= budget:  # also catches nan and inf
         shown = "an unbounded number of" if value != value or value == float("inf") else f"{value:,.0f}"
-        raise CaliperError(f"{what}: {shown} {unit}, over the limit of {budget:,} {unit} "
+        raise BudgetError(f"{what}: {shown} {unit}, over the limit of {budget:,} {unit} "
                            f"(set {env_name(name)}=N to raise it)")
     return int(value)
 
@@ -88,7 +96,7 @@ def check_file(path, what: str = "file") -> Path:
         raise CaliperError(f"{path}: not a regular file but a device, FIFO or socket ({what} expected)")
     budget = limit("file_mb")
     if st.st_size > budget * 2**20:
-        raise CaliperError(f"{path}: {st.st_size / 2**20:,.1f} MiB, over the {budget} MiB limit for one "
+        raise BudgetError(f"{path}: {st.st_size / 2**20:,.1f} MiB, over the {budget} MiB limit for one "
                            f"{what} (set {env_name('file_mb')}=N to raise it)")
     return path
 
@@ -119,4 +127,77 @@ def read_text(path, what: str = "file") -> str:
                            f"0x{data[exc.start]:02x}; {what} expected)") from None
 
 
-__all__ = ["BUDGETS", "check", "check_file", "check_memory", "env_name", "limit", "read_bytes", "read_text"]
+# ---- nesting depth and JSON -----------------------------------------------------------------------
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in JSON ``text`` (brackets inside strings do not count);
+    no recursion and no parse, so a 100k-deep document is measured safely (strings are dropped with
+    a regex first, so the Python loop only visits the brackets)."""
+    import re
+
+    brackets = re.sub(r"[^\[\]{}]+", "", re.sub(r'"(?:[^"\\]|\\.)*"', "", text))
+    depth = deepest = 0
+    for ch in brackets:
+        if ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+        else:
+            depth -= 1
+    return deepest
+
+
+def check_depth(text: str, what: str) -> None:
+    """JSON ``text`` nested deeper than the ``depth`` budget is refused *before* it is parsed (the
+    parser and every recursive walk after it would end in RecursionError)."""
+    budget = limit("depth")
+    # cheap pre-filter: a document with fewer brackets than the budget cannot be too deep
+    if text.count("[") + text.count("{") <= budget:
+        return
+    deepest = json_depth(text)
+    if deepest > budget:
+        raise BudgetError(f"{what}: nested {deepest:,} levels deep, over the limit of {budget} levels "
+                           f"(set {env_name('depth')}=N to raise it)")
+
+
+def load_json(text: str, what: str, **kwargs):
+    """``json.loads`` with the nesting depth bounded first (:func:`check_depth`); a syntax error is a
+    CaliperError naming ``what``, the line and the column."""
+    import json
+
+    check_depth(text, what)
+    try:
+        return json.loads(text, **kwargs)
+    except json.JSONDecodeError as exc:
+        raise CaliperError(f"{what}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") \
+            from None
+    except RecursionError:        # only reachable when the depth budget was raised very high
+        raise CaliperError(f"{what}: nested too deeply to parse (lower {env_name('depth')})") from None
+
+
+# ---- paths that come from files ------------------------------------------------------------------
+
+class PathEscapeError(CaliperError):
+    """A path read from a file (a graph node, a dataset's metadata, a checkpoint's file list) that
+    resolves outside the folder it must stay in."""
+
+
+def inside(root, rel, what: str) -> Path:
+    """``root / rel`` when it resolves (symlinks followed, ``..`` collapsed) inside ``root``; else a
+    one-line :class:`PathEscapeError` naming ``what``. ``rel`` may be absolute only if it is inside
+    ``root`` too. Parts that do not exist yet are resolved as far as they exist (a symlinked parent
+    pointing away is caught before anything is written through it)."""
+    root_path = Path(root)
+    text = str(rel)
+    if "\x00" in text:
+        raise PathEscapeError(f"{what}: {text!r} holds a NUL byte")
+    base = root_path.resolve()
+    target = (root_path / text).resolve()      # strict=False: follows the links that exist
+    if target != base and base not in target.parents:
+        raise PathEscapeError(f"{what}: {text!r} resolves to {target}, outside {root_path} "
+                              "(paths from a file must stay inside that folder); refused")
+    return target
+
+
+__all__ = ["BUDGETS", "BudgetError", "PathEscapeError", "check", "check_depth", "check_file", "check_memory",
+           "env_name", "inside", "json_depth", "limit", "load_json", "read_bytes", "read_text"]

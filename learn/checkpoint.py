@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from caliper_jax.errors import CaliperError
+from caliper_jax.limits import inside
 from learn.bundle import TrainedPolicy
 from learn.config import config_from_dict, config_to_dict, train_config_from_dict
 from learn.features import FeatureLayout
@@ -174,7 +175,7 @@ def _verify_files(path: Path, meta: dict) -> None:
     if not isinstance(files, dict) or not files:
         raise CaliperError(f"{path / META_NAME}: corrupt checkpoint metadata (no file list)")
     for rel, digest in files.items():
-        f = path / rel
+        f = inside(path, rel, f"{path / META_NAME}: files")
         if not f.is_file():
             raise CaliperError(f"{path}: {rel} is missing (corrupt checkpoint)")
         if _sha256(f) != digest:

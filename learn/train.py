@@ -528,6 +528,7 @@ def fit(policy, train_data, val_data, cfg: TrainConfig, *, progress: Callable | 
                 t, c = time.perf_counter(), clock.get("eval", 0.0)
                 row["val_loss"] = evaluate(ema if ema is not None else params)["loss"]
                 eval_s += time.perf_counter() - t - (clock.get("eval", 0.0) - c)
+            _require_finite(row, ema if ema is not None else params, done, check_weights=do_ckpt)
             if do_ckpt:
                 t = time.perf_counter()
                 deploy = module(g_eval, *jax.device_get((ema if ema is not None else params, rest)))
@@ -553,6 +554,24 @@ def fit(policy, train_data, val_data, cfg: TrainConfig, *, progress: Callable | 
                        compile_times=dict(clock), run_s=run_s, eval_s=eval_s, checkpoint_s=ckpt_s,
                        state=final, checkpoint=last_path, devices=n_dev, features=features,
                        normalizer=normalizer, fingerprint=fingerprint)
+
+
+def _require_finite(row: dict, params, step: int, *, check_weights: bool) -> None:
+    """Training that diverged stops here, before anything is saved: a non-finite loss in ``row``,
+    or (before a checkpoint) a non-finite weight, is a CaliperError naming the step. Never a
+    checkpoint of NaN weights."""
+    bad = [k for k, v in row.items() if isinstance(v, float) and not np.isfinite(v)]
+    if not bad and check_weights:
+        import jax
+        import jax.numpy as jnp
+
+        leaves = [x for x in jax.tree_util.tree_leaves(params)
+                  if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)]
+        if not all(bool(f) for f in jax.device_get([jnp.isfinite(x).all() for x in leaves])):
+            bad = ["weights"]
+    if bad:
+        raise CaliperError(f"training diverged by step {step}: {', '.join(bad)} not finite (NaN or inf; "
+                           f"lr {row.get('lr', float('nan')):.3g} too high?); no checkpoint of it was saved")
 
 
 # -- checkpoints --------------------------------------------------------------------------------------

@@ -37,12 +37,15 @@ __all__ = ["PINNED", "PACKAGES", "check_pinned", "installed_versions"]
 
 
 def import_mjx():
-    """``mujoco.mjx``, imported with the note it prints on stdout when the optional warp backend
-    is missing sent to stderr instead (it would corrupt a command's ``--json`` output)."""
+    """``mujoco.mjx``, imported with the notes it prints on stdout when the optional warp backend
+    is missing counted by :mod:`caliper_jax.notices` (one ``caliper: warning:`` line at the end of a
+    command, none after an error); anything else it prints goes to stderr (never into ``--json``)."""
     import contextlib
     import sys
 
+    from caliper_jax.notices import FilteredStream
+
     if "mujoco.mjx" not in sys.modules:
-        with contextlib.redirect_stdout(sys.stderr):
+        with contextlib.redirect_stdout(FilteredStream(sys.stderr)):
             import mujoco.mjx  # noqa: F401
     return sys.modules["mujoco.mjx"]

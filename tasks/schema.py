@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from caliper_jax.errors import CaliperError, NotFoundError
-from caliper_jax.limits import read_text
+from caliper_jax.limits import check_depth, read_text
 from mjx_backend.materials import PRESETS, resolve_material
 from mjx_backend.scene import Prop
 
@@ -435,6 +435,7 @@ def load_task(path) -> Task:
     names). Any problem is one CaliperError: ``<file>: <key path>: <what>``."""
     path = Path(path)
     text = read_text(path, "task file")
+    check_depth(text, str(path))
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:

@@ -189,14 +189,21 @@ def main(argv: list[str] | None = None) -> int:
 
     progress.set_quiet(want_json)
     staged = progress.stage(f"caliper {args.command}") if args.command in STAGED else nullcontext()
+    from caliper_jax import notices
+
+    notices.clear()
     try:
-        with runtime.one_line_warnings(), staged:
+        with runtime.one_line_warnings(), notices.filtered_stdout() if entry else nullcontext(), staged:
             if entry:
                 runtime.set_json(want_json)
                 uses_jax = args.command not in JAX_FREE or getattr(args, "uses_jax", False)
+                if uses_jax:
+                    notices.install_mujoco()      # MuJoCo's C warnings: counted, not printed
                 if uses_jax and not args.no_compile_cache:
                     runtime.enable_compile_cache(runtime.compile_cache_dir())
-            return int(args.func(args) or 0)
+            status = int(args.func(args) or 0)
+        runtime.library_warnings(notices.drain())
+        return status
     except BrokenPipeError:                 # `caliper ... | head`: the reader left; say nothing
         if entry:
             runtime.silence_stdout()
@@ -211,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         return runtime.fail("internal", f"{type(exc).__name__}: {exc} (set CALIPER_DEBUG=1 for a traceback)",
                             want_json=want_json, status=3, label="internal error")
     finally:
+        notices.clear()                       # after an error the error line stays the only line
         progress.set_quiet(False)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -183,6 +184,74 @@ def memory_budget(nbytes, what: str) -> None:
 def steps_of(duration: float, dt: float) -> float:
     """How many steps of ``dt`` cover ``duration`` (a float: it may be astronomically large)."""
     return math.ceil(duration / dt) if duration / dt < 1e300 else math.inf
+
+
+# ---- outputs, checked before any work ----------------------------------------------------------
+
+def _probe_writable(folder: Path, flag: str) -> None:
+    """Create and remove a scratch file in ``folder``: the only test that also holds for root (for
+    whom ``os.access`` says yes to ``/proc``) and for read-only mounts."""
+    import os
+
+    probe = folder / f".caliper-probe-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise CaliperError(f"{flag}: cannot write in {str(folder)!r} ({exc.strerror or exc}); "
+                           "nothing was done") from None
+    os.close(fd)
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
+
+
+def output_file(path, flag: str = "--out") -> Path:
+    """An output *file* that can be written where it points, checked before any work: its folder
+    exists and is writable, the path is not a directory. Returns it as a Path."""
+    p = Path(path)
+    if p.is_dir():
+        raise CaliperError(f"{flag}: {path} is a directory, expected a file name")
+    if not p.parent.is_dir():
+        raise CaliperError(f"{flag}: the folder {str(p.parent)!r} does not exist")
+    _probe_writable(p.parent, flag)
+    return p
+
+
+def output_dir(path, flag: str = "--out", *, empty: bool = True) -> Path:
+    """An output *folder* that can be created (or, when it exists, is a folder -- an empty one with
+    ``empty``), checked before any work: its nearest existing ancestor is a writable folder."""
+    p = Path(path)
+    if p.exists() or p.is_symlink():
+        if not p.is_dir():
+            raise CaliperError(f"{flag}: {path} exists and is not a folder")
+        if empty and any(p.iterdir()):
+            raise CaliperError(f"{flag}: {path} already exists and is not empty")
+        _probe_writable(p, flag)
+        return p
+    top = p.absolute().parent
+    while not top.exists() and top != top.parent:
+        top = top.parent
+    if not top.is_dir():
+        raise CaliperError(f"{flag}: {str(top)!r} is not a folder, so {path} cannot be created")
+    _probe_writable(top, flag)
+    return p
+
+
+def int_fields_within(config, where: str, name: str = "batch", skip=("seed",)) -> None:
+    """Every integer (and list-of-integer) field of dataclass ``config`` against the budget ``name``
+    (a chunk size, a layer width, a probe count...), before anything is built from it."""
+    import dataclasses
+
+    for f in dataclasses.fields(config):
+        if f.name in skip:
+            continue
+        value = getattr(config, f.name)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
+            if numeric and isinstance(f.default, (int, tuple)):
+                limits.check(name, v, f"{where}.{f.name}")
 
 
 # ---- names of coordinates and the joint limits -------------------------------------------------

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 from caliper_jax.cli.common import emit, enable_x64
+from caliper_jax.errors import CaliperError
 
 
 def _findings_text(path, findings) -> str:
@@ -55,6 +56,9 @@ def cmd_run(args) -> int:
 
     doc = load_graph(args.file)
     findings = validate(doc)
+    escape = next((f for f in findings if f["code"] == "path_escape"), None)
+    if escape is not None:                  # security: refused in one line, nothing is run
+        raise CaliperError(f"{args.file}: {escape['message']}")
     if findings:
         emit(args, {"file": str(args.file), "name": doc.name, "ok": False, "findings": findings},
              _findings_text(args.file, findings))

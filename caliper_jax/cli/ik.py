@@ -151,8 +151,6 @@ def load_calibration_data(path: str) -> dict:
 
     The file is read once, within ``CALIPER_MAX_FILE_MB`` (no device, FIFO or directory); every
     error names ``--data``, the file and the field."""
-    import io
-    import zipfile
 
     from caliper_jax import limits
 
@@ -165,20 +163,9 @@ def load_calibration_data(path: str) -> dict:
     except CaliperError as exc:
         raise CaliperError(f"--data: {exc}") from None
     if suffix == ".npz":
-        data = {}
-        try:
-            with np.load(io.BytesIO(raw_bytes), allow_pickle=False) as z:
-                for k in z.files:
-                    try:
-                        data[k] = z[k]
-                    except ValueError:  # object arrays need pickle: never loaded
-                        raise CaliperError(f"--data: field {k!r} of {path} is not a numeric array "
-                                           "(object arrays are not read)") from None
-        except CaliperError:
-            raise
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as exc:
-            raise CaliperError(f"--data: {path} is not a readable .npz archive "
-                               f"({type(exc).__name__})") from None
+        from caliper_jax.io.npz import load_npz
+
+        data = load_npz(p, f"--data: {path}", raw=raw_bytes)     # declared shapes checked first
         if not isinstance(data, dict) or not data:
             raise CaliperError(f"--data: {path} holds no arrays")
         for k, v in list(data.items()):
@@ -189,7 +176,9 @@ def load_calibration_data(path: str) -> dict:
             data[k] = v.astype(np.float64)
     else:
         try:
-            raw = json.loads(raw_bytes.decode("utf-8"))
+            text = raw_bytes.decode("utf-8")
+            limits.check_depth(text, f"--data: {path}")
+            raw = json.loads(text)
         except UnicodeDecodeError:
             raise CaliperError(f"--data: {path} is not UTF-8 text") from None
         except json.JSONDecodeError as exc:

@@ -7,9 +7,20 @@ can call them); bad input is the usual one-line error with exit 2.
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 
 from caliper_jax.cli import runtime
-from caliper_jax.cli.common import at_least, budget, emit, seed
+from caliper_jax.cli.common import (
+    at_least,
+    budget,
+    emit,
+    int_fields_within,
+    memory_budget,
+    output_dir,
+    output_file,
+    positive,
+    seed,
+)
 
 POLICY_KINDS = ("bc_mlp", "act", "diffusion")
 
@@ -96,6 +107,9 @@ def _json_arg(text, flag: str) -> dict:
 
     if text is None:
         return {}
+    from caliper_jax import limits
+
+    limits.check_depth(text, flag)
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -111,7 +125,25 @@ def load_policy(name: str):
         return "scripted"
     from learn.checkpoint import load_checkpoint, resolve_checkpoint
 
-    return load_checkpoint(resolve_checkpoint(name)).policy
+    path = resolve_checkpoint(name)
+    policy = load_checkpoint(path).policy
+    require_finite_weights(policy, path)
+    return policy
+
+
+def require_finite_weights(policy, path) -> None:
+    """A checkpoint whose weights hold NaN or inf is refused (it would "run" and score garbage)."""
+    import numpy as np
+
+    from caliper_jax.errors import CaliperError
+    from learn.checkpoint import flatten_tree, model_params
+
+    model = getattr(policy, "model", policy)
+    for key, leaf in flatten_tree(model_params(model)).items():
+        a = np.asarray(leaf)
+        if a.dtype.kind in "fc" and not np.all(np.isfinite(a)):
+            raise CaliperError(f"{path}: weight {key} holds NaN or inf (a diverged training run?); refusing "
+                               "to use this checkpoint")
 
 
 def _bar(total: int, desc: str, unit: str):
@@ -150,9 +182,16 @@ def cmd_train(args) -> int:
     if out.exists() and any(out.iterdir()) and not args.resume:
         raise CaliperError(f"--out {out}: already exists and is not empty (use --resume to continue that "
                            f"run)")
+    output_dir(out, "--out", empty=not args.resume)          # writable: checked before any work
+    if args.png:
+        output_file(args.png, "--png")
     policy_cfg = config_from_dict({**config_to_dict(POLICY_CONFIGS[args.policy]()),
                                    **_json_arg(args.config, "--config"), "kind": args.policy}, "--config")
     overrides = _json_arg(args.train_config, "--train-config")
+    if args.lr is not None:
+        positive(args.lr, "--lr")
+        if args.lr > 3.0e38:     # the weights are float32: a larger rate is inf before the first step
+            raise CaliperError(f"--lr {args.lr:g} is not finite in float32 (at most 3e38)")
     for flag, key in (("steps", "steps"), ("batch_size", "batch_size"), ("lr", "lr"),
                       ("val_fraction", "val_fraction")):
         if getattr(args, flag) is not None:
@@ -163,15 +202,12 @@ def cmd_train(args) -> int:
     train_cfg = train_config_from_dict({**config_to_dict(TrainConfig()), **overrides}, "--train-config")
     budget(train_cfg.steps, "--steps (optimiser updates)")
     budget(train_cfg.batch_size, "--batch-size", "batch")
+    _check_policy_sizes(policy_cfg, train_cfg)
     from learn.checkpoint import dataset_fingerprint
 
     frames = load_frames(args.dataset)
     split = prepare(frames, policy_cfg, train_cfg.val_fraction, train_cfg.seed)
     policy = build_policy(policy_cfg, frames.layout.obs_dim, frames.layout.action_dim, seed=train_cfg.seed)
-    if args.png:
-        from caliper_jax.cli.motion import _out_dir
-
-        _out_dir(args.png, "--png")
     from caliper_jax import progress
 
     bar = progress.bar(train_cfg.steps, f"train {args.policy}", unit="step")
@@ -180,7 +216,8 @@ def cmd_train(args) -> int:
         bar.update(step - bar.n)
         bar.set_postfix(loss=f"{row['loss']:.4f}", steps_s=f"{row.get('steps_per_s', 0):.0f}")
 
-    with bar, runtime.writing():
+    # a run that fails (diverges, is interrupted) leaves no new --out behind; --resume keeps its folder
+    with bar, runtime.writing(), runtime.partial_output(out) if not args.resume else nullcontext():
         res = fit(policy, split.train, split.val, train_cfg, progress=tick, checkpoint_dir=out,
                   resume=out if args.resume else None, fingerprint=dataset_fingerprint(args.dataset))
     hist = res.history
@@ -207,6 +244,29 @@ def cmd_train(args) -> int:
             + (f"\n  {note}" if note else (f"\n  plot: {args.png}" if args.png else "")))
     emit(args, report, text)
     return 0
+
+
+#: activations held per (batch row x chunk step x width) in a forward and backward pass, roughly
+ACTIVATION_FACTOR = 16
+
+
+def _check_policy_sizes(policy_cfg, train_cfg) -> None:
+    """Every size in the policy config (chunk_size, widths, layers) within the batch budget, and
+    the activations of one step (batch x chunk x widest layer x 4 bytes x ACTIVATION_FACTOR)
+    within the memory budget -- before the dataset is read or anything is compiled."""
+    import dataclasses
+
+    int_fields_within(policy_cfg, "--config")
+    widths = [1]
+    for f in dataclasses.fields(policy_cfg):
+        value = getattr(policy_cfg, f.name)
+        for v in value if isinstance(value, tuple) else (value,):
+            if isinstance(v, int) and not isinstance(v, bool) and f.name not in ("seed",):
+                widths.append(v)
+    chunk = max(int(getattr(policy_cfg, "chunk_size", 1) or 1), 1)
+    memory_budget(float(train_cfg.batch_size) * chunk * max(widths) * 4 * ACTIVATION_FACTOR,
+                  f"--batch-size {train_cfg.batch_size} x --config chunk_size {chunk} x widest layer "
+                  f"{max(widths)} (activations of one step)")
 
 
 def _plot_losses(path, res, kind: str):
@@ -329,8 +389,11 @@ def _plot_sweep(path, res):
 def cmd_profile(args) -> int:
     from learn.profile import profile_rollout
 
-    rep = profile_rollout(load_policy(args.policy), args.task, ticks=at_least(args.ticks, "--ticks", 10),
-                          num_envs=at_least(args.worlds, "--worlds"), seed=seed(args.seed))
+    ticks, worlds = at_least(args.ticks, "--ticks", 10), at_least(args.worlds, "--worlds")
+    budget(worlds, "--worlds", "batch")
+    budget(float(ticks) * worlds, f"--ticks {ticks} x --worlds {worlds}")
+    rep = profile_rollout(load_policy(args.policy), args.task, ticks=ticks, num_envs=worlds,
+                          seed=seed(args.seed))
     emit(args, rep.to_dict(), rep.render_text())
     return _gate(rep.findings)
 
@@ -339,6 +402,7 @@ def cmd_debug(args) -> int:
     from learn.checkpoint import resolve_checkpoint
     from learn.debug import analyze_policy
 
+    probes = budget(at_least(args.probes, "--probes", 2), "--probes", "batch")
     limits = None
     if args.task is not None:
         from tasks.scene import build_scene
@@ -348,7 +412,7 @@ def cmd_debug(args) -> int:
         limits = (model.qpos_lower, model.qpos_upper)
     target = args.policy if str(args.policy).endswith(".safetensors") else resolve_checkpoint(args.policy)
     findings = analyze_policy(target, args.dataset, robot_limits=limits,
-                              probes=at_least(args.probes, "--probes", 2), seed=seed(args.seed))
+                              probes=probes, seed=seed(args.seed))
     report = {"policy": str(target), "dataset": args.dataset, "findings": [f.to_dict() for f in findings]}
     text = f"policy debugger: {target}" + (_findings_text(findings) if findings else
                                            "\n  no findings: every reachable check passed")
@@ -360,8 +424,9 @@ def cmd_autopsy(args) -> int:
     from learn.autopsy import autopsy
     from learn.checkpoint import resolve_checkpoint
 
-    rep = autopsy(resolve_checkpoint(args.policy), args.dataset, task=args.task,
-                  episodes=at_least(args.episodes, "--episodes"), seed=seed(args.seed))
+    episodes = budget(at_least(args.episodes, "--episodes"), "--episodes", "batch")
+    rep = autopsy(resolve_checkpoint(args.policy), args.dataset, task=args.task, episodes=episodes,
+                  seed=seed(args.seed))
     emit(args, rep.to_dict(), rep.render_text())
     return rep.exit_code
 

@@ -218,12 +218,10 @@ def _checked(model, plan: Planned, rows, within_limits: bool = True) -> Planned:
 # ---- move -----------------------------------------------------------------------------------------
 
 def _out_dir(path: str, flag: str = "--out") -> None:
-    """An output file must be writable where it points: its folder exists, it is not a directory."""
-    p = Path(path)
-    if p.is_dir():
-        raise CaliperError(f"{flag}: {path} is a directory, expected a file name")
-    if not p.parent.is_dir():
-        raise CaliperError(f"{flag}: the folder {str(p.parent)!r} does not exist")
+    """An output file must be writable where it points (see common.output_file)."""
+    from caliper_jax.cli.common import output_file
+
+    output_file(path, flag)
 
 
 def _row_format(path: str) -> str:

@@ -354,6 +354,13 @@ def one_line_warnings():
         warnings.showwarning = saved
 
 
+def library_warnings(lines) -> None:
+    """What libraries said during the command (counted by :mod:`caliper_jax.notices`), one
+    ``caliper: warning:`` line per kind."""
+    for line in lines:
+        progress.message(f"caliper: warning: {line}")
+
+
 def silence_stdout() -> None:
     """After a broken pipe: point stdout at /dev/null so the interpreter's final flush is quiet."""
     try:

@@ -64,11 +64,26 @@ class Transaction:
 
 
 def _apply(root: Path, log: dict) -> None:
-    for tmp, final in log["renames"]:
-        if (root / tmp).exists():
-            os.replace(root / tmp, root / final)
-    for rel in log["deletes"]:
-        (root / rel).unlink(missing_ok=True)
+    """Roll the commit log forward. Every path in it is checked first (a list of strings, each
+    inside ``root``, symlinks followed): a log that names anything else is refused before one file
+    is touched."""
+    from caliper_jax.limits import PathEscapeError, inside
+
+    where = f"{root / TXN_NAME}"
+    try:
+        renames = [(inside(root, tmp, f"{where}: renames"), inside(root, final, f"{where}: renames"))
+                   for tmp, final in log["renames"]]
+        deletes = [inside(root, rel, f"{where}: deletes") for rel in log["deletes"]]
+    except PathEscapeError:
+        raise
+    except (KeyError, TypeError, ValueError):
+        raise CaliperError(f"{where}: malformed commit log (expected renames [[tmp, final], ...] and "
+                           "deletes [path, ...])") from None
+    for tmp, final in renames:
+        if tmp.exists():
+            os.replace(tmp, final)
+    for path in deletes:
+        path.unlink(missing_ok=True)
     (root / TXN_NAME).unlink(missing_ok=True)
 
 
@@ -99,7 +114,7 @@ def recover(root: Path) -> dict:
     if txn.exists():
         try:
             log = json.loads(txn.read_text())
-        except ValueError:
+        except (ValueError, RecursionError):
             log = None  # a torn log cannot exist (atomic write); treat as no commit
         if log is not None:
             _apply(root, log)

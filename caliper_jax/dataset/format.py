@@ -257,6 +257,7 @@ def read_json(path: Path, what: str):
     if not path.exists() and not path.is_symlink():
         raise CaliperError(f"{path}: missing ({what})")
     text = limits.read_text(path, what)
+    limits.check_depth(text, f"{path} ({what})")
     try:
         return json.loads(text)
     except ValueError as exc:

@@ -22,6 +22,7 @@ from caliper_jax.dataset.stats import from_jsonable
 from caliper_jax.dataset.tables import read_episodes, read_tasks
 from caliper_jax.dataset.tags import read_tags
 from caliper_jax.errors import CaliperError
+from caliper_jax.limits import inside
 
 
 def column_to_numpy(column: pa.ChunkedArray | pa.Array, decode_images: bool = True) -> np.ndarray:
@@ -129,9 +130,9 @@ class LeRobotReader:
     def read_table(self, ep: int, keys: list[str] | None = None) -> pa.Table:
         """The episode's rows as an Arrow table (columns ``keys``, default all stored columns)."""
         meta = self.episode_meta(ep)
-        path = self.root / fmt.chunk_file_path(
+        path = inside(self.root, fmt.chunk_file_path(
             self.info.get("data_path") or fmt.DATA_PATH, meta["data/chunk_index"], meta["data/file_index"]
-        )
+        ), f"{self.root / fmt.INFO_PATH}: data_path")
         data = self._parquet(path)
         lo, hi = meta["dataset_from_index"], meta["dataset_to_index"]
         pf, names = data.file, data.names
@@ -184,9 +185,9 @@ class LeRobotReader:
     def video_path(self, ep: int, key: str) -> Path:
         meta = self.episode_meta(ep)
         template = self.info.get("video_path") or fmt.VIDEO_PATH
-        return self.root / fmt.chunk_file_path(
+        return inside(self.root, fmt.chunk_file_path(
             template, meta[f"videos/{key}/chunk_index"], meta[f"videos/{key}/file_index"], video_key=key
-        )
+        ), f"{self.root / fmt.INFO_PATH}: video_path")
 
     def video_frames(self, ep: int, key: str) -> np.ndarray:
         """Decoded frames of video feature ``key`` for episode ``ep`` (needs PyAV)."""

@@ -65,7 +65,9 @@ def encode(frames: list[np.ndarray], path: Path, fps: int) -> None:
     h, w = frames[0].shape[:2]
     check_size(h, w, str(path))
     options = {"g": str(GOP), "crf": str(CRF), "preset": str(PRESET)}
-    with av.open(str(path), "w", format="mp4") as out:
+    from caliper_jax import notices
+
+    with notices.native_stderr(), av.open(str(path), "w", format="mp4") as out:   # SVT-AV1's log: counted
         stream = out.add_stream(CODEC, rate=fps, options=options)
         stream.width, stream.height, stream.pix_fmt = w, h, PIX_FMT
         stream.time_base = Fraction(1, fps)

@@ -16,6 +16,7 @@ from caliper_jax.errors import CaliperError
 from caliper_jax.graph.ir import GraphDoc, GraphError, load_graph
 from caliper_jax.graph.nodes import NODE_TYPES, REQUIRED, RunContext
 from caliper_jax.graph.validate import topological_order, validate
+from caliper_jax.limits import BudgetError, PathEscapeError
 
 LIST_LIMIT = 64   # arrays up to this many elements are listed in to_dict(); larger ones summarised
 
@@ -108,6 +109,8 @@ def run_graph(doc, *, out_dir=None) -> GraphResult:
             produced = spec.run(inputs, _params(node, spec), ctx)
         except GraphError:
             raise
+        except (PathEscapeError, BudgetError) as exc:  # refused as bad input (exit 2), not a node failure
+            raise type(exc)(f"node {node_id!r} ({node.type}): {exc}") from None
         except (CaliperError, ValueError, OSError, KeyError) as exc:
             msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
             raise GraphError(f"node {node_id!r} ({node.type}): {msg}", node=node_id) from exc

@@ -110,6 +110,13 @@ def from_dict(data, source: str = "graph") -> GraphDoc:
         raise _fail(f"{source}: nodes", "a list of node objects", raw_nodes)
     if not isinstance(raw_edges, list):
         raise _fail(f"{source}: edges", "a list of edge objects", raw_edges)
+    from caliper_jax import limits
+
+    try:
+        limits.check("nodes", len(raw_nodes), f"{source}: nodes")
+        limits.check("nodes", len(raw_edges), f"{source}: edges")
+    except CaliperError as exc:
+        raise GraphError(str(exc)) from None
     nodes = []
     for i, n in enumerate(raw_nodes):
         where = f"{source}: nodes[{i}]"
@@ -207,6 +214,10 @@ def load_graph(source) -> GraphDoc:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise GraphError(f"{path}: cannot read: {exc}") from None
+    try:
+        limits.check_depth(text, str(path))
+    except CaliperError as exc:
+        raise GraphError(str(exc)) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

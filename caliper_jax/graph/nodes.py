@@ -231,7 +231,7 @@ def run_goal_pose(inputs, params, ctx):
 def run_load_dataset(inputs, params, ctx):
     from caliper_jax.dataset.reader import LeRobotReader
 
-    root = ctx.resolve(params["path"])
+    root = ctx.resolve(params["path"], "param path")
     LeRobotReader(root)   # fails now (naming the node) when it is not a dataset
     return {"dataset": str(root)}
 
@@ -323,8 +323,18 @@ def run_retime(inputs, params, ctx):
     return {"trajectory": traj, "duration": float(traj.duration)}
 
 
+def _rows(trajectory, dt: float, what: str = "param dt"):
+    """``trajectory.sample_uniform(dt)`` after its row count (duration / dt) is checked against the
+    steps budget -- a dt of 1e-12 is refused before a single row is allocated."""
+    from caliper_jax import limits
+
+    duration = float(trajectory.duration)
+    limits.check("steps", duration / dt + 1, f"{what} {dt:g} over a {duration:g} s trajectory (rows)")
+    return trajectory.sample_uniform(dt)
+
+
 def run_sample(inputs, params, ctx):
-    rows = inputs["trajectory"].sample_uniform(params["dt"])
+    rows = _rows(inputs["trajectory"], params["dt"])
     times, q, qd, qdd = (np.asarray(x, np.float64) for x in rows)
     return {"samples": {"times": times, "q": q, "qd": qd, "qdd": qdd}}
 
@@ -333,7 +343,7 @@ def run_lint(inputs, params, ctx):
     from caliper_jax.motion import lint_model_path
 
     model = inputs["model"]
-    rows = inputs["trajectory"].sample_uniform(params["dt"])
+    rows = _rows(inputs["trajectory"], params["dt"])
     times, q, qd, qdd = (np.asarray(x, np.float64) for x in rows)
     report, findings, _ = lint_model_path(model, times, q, qd, qdd, frame=params.get("frame"))
     errors = sum(1 for f in findings if f.severity == "Error")
@@ -345,6 +355,9 @@ def run_simulate(inputs, params, ctx):
     from caliper_jax import api
 
     model = inputs["model"]
+    from caliper_jax import limits
+
+    limits.check("steps", params["duration"] / params["dt"], "param duration / dt (simulation steps)")
     t, qs, vs, energy = api.simulate_passive(model, _config(model, inputs["q0"], "input q0"), None,
                                              params["duration"], params["dt"], params["integrator"])
     return {"samples": {"times": t, "q": qs, "v": vs, "energy": energy}, "q_final": qs[-1],
@@ -382,7 +395,7 @@ def run_record(inputs, params, ctx):
     model = inputs["model"]
     start = _config(model, inputs["start"], "input start")
     goal = _config(model, inputs["goal"], "input goal")
-    root = ctx.resolve(params["out"])
+    root = ctx.resolve(params["out"], "param out")
     cparams, safety = _control_setup(model, params)
     source = jax.vmap(lambda a, b: control.goal_source(a, b, _limits(model)))(start[None], goal[None])
     res = control.record(root, model, source, start[None], params["ticks"], params["fps"], params=cparams,
@@ -574,6 +587,20 @@ class RunContext:
 
     out_dir: Path = field(default_factory=Path.cwd)
 
-    def resolve(self, path: str) -> Path:
-        p = Path(path)
-        return p if p.is_absolute() else Path(self.out_dir) / p
+    def resolve(self, path: str, what: str = "path parameter") -> Path:
+        """``path`` inside ``out_dir`` (symlinks followed); an escape (``../x``, ``/abs``, a link
+        pointing out) raises :class:`caliper_jax.limits.PathEscapeError`."""
+        from caliper_jax.limits import inside
+
+        return inside(self.out_dir, path, what)
+
+
+def path_escape(value: str) -> str | None:
+    """Why a path parameter cannot stay inside the run's folder, read from its text alone (an
+    absolute path, a ``..`` part); None when it can. Symlinks are checked when the node runs."""
+    p = Path(value)
+    if p.is_absolute():
+        return f"{value!r} is an absolute path; paths in a graph are relative to the run's --out folder"
+    if ".." in p.parts:
+        return f"{value!r} climbs out with '..'; paths in a graph must stay inside the run's --out folder"
+    return None

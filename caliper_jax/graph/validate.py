@@ -8,6 +8,7 @@ parameter findings, None where no port is involved). Codes:
 ``unknown_param``   a parameter the node type does not take
 ``missing_param``   a required parameter not given
 ``bad_param``       a parameter of the wrong type or out of range (a robot not in the registry...)
+``path_escape``     a path parameter that would leave the run's folder (absolute, or ``..``)
 ``unknown_node``    an edge names a node that does not exist
 ``unknown_port``    an edge names a port the node does not have (or an input as an output...)
 ``type_mismatch``   an edge joins ports of different types
@@ -20,7 +21,7 @@ from __future__ import annotations
 import heapq
 
 from caliper_jax.graph.ir import GraphDoc, GraphError, load_graph
-from caliper_jax.graph.nodes import NODE_TYPES, check_param
+from caliper_jax.graph.nodes import NODE_TYPES, check_param, path_escape
 
 
 def _finding(code: str, node, port, message: str) -> dict:
@@ -47,6 +48,12 @@ def _params(doc: GraphDoc, out: list) -> None:
             if value is None and not p.required:
                 continue
             problem = check_param(p, value)
+            if not problem and p.kind == "path":
+                escape = path_escape(value)
+                if escape:
+                    out.append(_finding("path_escape", n.id, key, f"node {n.id!r} ({n.type}): parameter "
+                                        f"{key!r}: {escape}"))
+                    continue
             if problem:
                 out.append(_finding("bad_param", n.id, key, f"node {n.id!r} ({n.type}): parameter {key!r}: "
                                     f"{problem}"))

@@ -278,11 +278,9 @@ def load_trajectories(path, mj) -> Trajectories:
     p = Path(path)
     if not p.is_file():
         raise CaliperError(f"{p}: no such file (expected an .npz with qpos, qvel, ctrl)")
-    try:
-        with np.load(p, allow_pickle=False) as z:
-            arrs = {k: np.asarray(z[k]) for k in ("qpos", "qvel", "ctrl") if k in z.files}
-    except (OSError, ValueError) as exc:
-        raise CaliperError(f"{p}: not a readable .npz ({exc})") from None
+    from caliper_jax.io.npz import load_npz
+
+    arrs = load_npz(p, str(p), keys=("qpos", "qvel", "ctrl"))   # declared shapes within the budget first
     return check_trajectories(mj, arrs.get("qpos"), arrs.get("qvel"), arrs.get("ctrl"), what=str(p))
 
 
