@@ -91,6 +91,7 @@ class CoverageReport:
     collision_checked: bool
     seed: int
     episodes: list[dict] = field(default_factory=list)  # per new episode: index, goal, frames, how
+    dropped_features: list[str] = field(default_factory=list)  # input features a plan cannot fill
 
     @property
     def occupancy_before(self) -> np.ndarray:
@@ -135,6 +136,7 @@ class CoverageReport:
             "frames_added": self.frames_added,
             "collision_checked": self.collision_checked,
             "episodes": [dict(e) for e in self.episodes],
+            "dropped_features": list(self.dropped_features),
         }
 
     def to_json(self) -> str:
@@ -154,6 +156,9 @@ class CoverageReport:
                 f"  {name}: {self.occupancy_before[j]:.2f} -> {self.occupancy_after[j]:.2f} "
                 f"[{self.lower[j]:.4g}, {self.upper[j]:.4g}]"
             )
+        if self.dropped_features:
+            lines.append(f"  not carried into the output (a joint-space plan cannot fill them): "
+                         f"{', '.join(self.dropped_features)}")
         return "\n".join(lines)
 
     def plot(self, path) -> Path:
@@ -203,8 +208,10 @@ def _names(feature: dict, key: str, where: Path) -> list[str] | None:
     return names
 
 
-def _check_features(reader: LeRobotReader) -> tuple[list[str] | None, bool]:
-    """(state names or None, has action); a CaliperError listing every feature we cannot fill."""
+def _check_features(reader: LeRobotReader) -> tuple[list[str] | None, bool, list[str]]:
+    """(state names or None, has action, the features a joint-space plan cannot fill -- e.g. the
+    props' ``observation.environment_state`` of a ``caliper task demo`` dataset, or camera images:
+    the output dataset is written without them, input episodes included)."""
     where = reader.root / fmt.INFO_PATH
     user = {k: f for k, f in reader.features.items() if k not in fmt.DEFAULT_FEATURES}
     if STATE not in user or user[STATE]["dtype"] not in ("float32", "float64"):
@@ -212,13 +219,8 @@ def _check_features(reader: LeRobotReader) -> tuple[list[str] | None, bool]:
     other = [k for k in user if k not in (STATE, ACTION)]
     if ACTION in user and user[ACTION]["dtype"] not in ("float32", "float64"):
         other.append(ACTION)
-    if other:
-        raise CaliperError(
-            f"{where}: cannot generate feature(s) {other} from a joint-space plan (only {STATE!r} "
-            f"and {ACTION!r}); drop them (or record new demonstrations with the task's recorder)"
-        )
     state_names = _names(user[STATE], STATE, where)
-    if ACTION in user:
+    if ACTION in user and ACTION not in other:
         if user[ACTION]["shape"] != user[STATE]["shape"]:
             raise CaliperError(
                 f"{where}: {ACTION!r} shape {user[ACTION]['shape']} differs from {STATE!r} "
@@ -228,7 +230,7 @@ def _check_features(reader: LeRobotReader) -> tuple[list[str] | None, bool]:
         if action_names is not None and state_names is not None and action_names != state_names:
             raise CaliperError(f"{where}: {ACTION!r} names {action_names} differ from {STATE!r} names "
                                f"{state_names}; coverage writes position targets of the state's joints")
-    return state_names, ACTION in user
+    return state_names, ACTION in user and ACTION not in other, other
 
 
 def _load_robot(reader: LeRobotReader, robot):
@@ -375,7 +377,7 @@ def generate_coverage(
     out = _out_path(root, out_root)
     if reader.num_episodes == 0:
         raise CaliperError(f"{root}: has no episodes (coverage starts from recorded episodes)")
-    state_names, has_action = _check_features(reader)
+    state_names, has_action, dropped = _check_features(reader)
     dim = int(reader.features[STATE]["shape"][0])
     lengths = np.array([int(r["length"]) for r in reader.episodes])
     budgets.check("steps", int(episodes) * int(lengths.max()), "episodes x episode length (frames)")
@@ -435,7 +437,7 @@ def generate_coverage(
                     "goal_window": "free" if window is None else int(window), "attempts": attempts})
     bar.close()
 
-    _write(reader, out, planned, has_action)
+    _write(reader, out, planned, has_action, dropped)
     for i, entry in enumerate(log):
         entry["episode"] = reader.num_episodes + i
     after = diagnose(out, opts, progress=progress)
@@ -460,6 +462,7 @@ def generate_coverage(
         collision_checked=planner.checks_collision,
         seed=int(seed),
         episodes=[{"episode": e.pop("episode"), **e} for e in log],
+        dropped_features=list(dropped),
     )
 
 
@@ -470,11 +473,12 @@ def _by_code(findings) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def _write(reader: LeRobotReader, out: Path, planned: list[np.ndarray], has_action: bool) -> None:
+def _write(reader: LeRobotReader, out: Path, planned: list[np.ndarray], has_action: bool,
+           dropped=()) -> None:
     """Input episodes then ``planned`` (each (n, ndof) states) into a sibling temporary directory,
-    renamed to ``out`` once complete."""
-    info = reader.info
-    user = {k: f for k, f in reader.features.items() if k not in fmt.DEFAULT_FEATURES}
+    renamed to ``out`` once complete; features in ``dropped`` are left out of the whole output."""
+    info = {**reader.info, "features": {k: f for k, f in reader.features.items() if k not in dropped}}
+    user = {k: f for k, f in info["features"].items() if k not in fmt.DEFAULT_FEATURES}
     tmp = out.with_name("." + out.name + ".coverage-tmp")
     if tmp.exists():
         shutil.rmtree(tmp)

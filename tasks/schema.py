@@ -126,8 +126,10 @@ def _fail(path: str, msg: str):
 
 
 def _hint(word: str, options) -> str:
-    close = difflib.get_close_matches(str(word), list(options), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    """`` (did you mean 'x'?)`` for the closest option, compared case-insensitively."""
+    lower = {str(o).lower(): o for o in options}
+    close = difflib.get_close_matches(str(word).lower(), list(lower), n=1, cutoff=0.6)
+    return f" (did you mean {lower[close[0]]!r}?)" if close else ""
 
 
 def _join(path: str, key) -> str:
@@ -507,6 +509,9 @@ def find_task(name_or_path) -> Path:
     key = str(name_or_path)
     if key in index:
         return index[key]
+    folded = [name for name in index if name.lower() == key.lower()]
+    if len(folded) == 1:            # LIFT-CUBE is lift-cube (like command names)
+        return index[folded[0]]
     if path.suffix == ".json" or len(path.parts) > 1:
         raise NotFoundError(f"{key}: no such task file")
     raise NotFoundError(f"unknown task {key!r}: not a file and not a zoo task{_hint(key, index)} "

@@ -173,15 +173,19 @@ def test_clear_errors(corridor, tmp_path):
         generate_coverage(corridor, tmp_path / "b", episodes=0)
     cam = write_corridor(tmp_path / "cam", episodes=2, far=1, extra={
         "observation.environment_state": {"dtype": "float32", "shape": [7], "names": None}})
-    with pytest.raises(CaliperError, match=r"generate feature\(s\) \['observation.environment_state'\]"):
-        generate_coverage(cam, tmp_path / "c", collision=False)
+    # a task-demo dataset (the props' environment_state) is no longer refused: the plan cannot fill
+    # that feature, so the output is written without it and the report names it (issue 35)
+    report = generate_coverage(cam, tmp_path / "c", episodes=1, collision=False)
+    assert report.dropped_features == ["observation.environment_state"]
+    assert "observation.environment_state" not in LeRobotReader(tmp_path / "c").features
+    assert "not carried into the output" in report.text()
     anon = write_corridor(tmp_path / "anon", episodes=2, far=1, robot_type=None)
     with pytest.raises(CaliperError, match="no robot_type; pass robot="):
         generate_coverage(anon, tmp_path / "d", collision=False)
     bad = write_corridor(tmp_path / "bad", episodes=2, far=1, names=["j1", "j2", "claw"])
     with pytest.raises(CaliperError, match=r"\['claw'\] are not joints of robot 'gripper_arm'"):
         generate_coverage(bad, tmp_path / "e", collision=False)
-    assert not any((tmp_path / n).exists() for n in "abcde")
+    assert not any((tmp_path / n).exists() for n in "abde")
     assert not list(tmp_path.glob(".*coverage-tmp"))
 
 

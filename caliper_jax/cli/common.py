@@ -226,7 +226,7 @@ def output_dir(path, flag: str = "--out", *, empty: bool = True) -> Path:
         if not p.is_dir():
             raise CaliperError(f"{flag}: {path} exists and is not a folder")
         if empty and any(p.iterdir()):
-            raise CaliperError(f"{flag}: {path} already exists and is not empty")
+            raise CaliperError(f"{flag}: {path} exists and is not an empty directory")
         _probe_writable(p, flag)
         return p
     top = p.absolute().parent

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+from pathlib import Path
 
 import numpy as np
 
@@ -167,9 +168,16 @@ def cmd_demo(args) -> int:
     """The main job on a built-in robot: load it, FK of its frames, a passive RK4 simulation
     (``--full``: the learning loop of :func:`caliper_jax.cli.learn.full_demo`)."""
     if args.full:
-        from caliper_jax.cli.learn import full_demo
+        from caliper_jax.cli.learn import FULL_DEMO, full_demo
+
+        if args.robot is not None and Path(str(args.robot)).stem != "gripper_arm":
+            raise CaliperError(f"demo --full runs the zoo task {FULL_DEMO['task']} on gripper_arm, not "
+                               f"{args.robot!r} (no zoo task uses it); run 'caliper demo --full' without a "
+                               f"robot, or 'caliper demo {args.robot}' for its FK and simulation")
 
         return full_demo(args)
+    if args.robot is None:
+        args.robot = "pendulum2"
     from caliper_jax import api
 
     steps = _check_sim_flags(args.duration, 1e-3, "rk4")
@@ -203,7 +211,8 @@ def cmd_demo(args) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="the built-in example: FK and a short simulation with energy drift")
-    p.add_argument("robot", nargs="?", default="pendulum2", help="robot (default pendulum2)")
+    p.add_argument("robot", nargs="?", default=None, help="robot (default pendulum2; with --full: "
+                                                          "gripper_arm, the robot of the lift-cube task)")
     p.add_argument("--q0", default=None, help="initial joint positions (default: 1.0 0.5 for pendulum2)")
     p.add_argument("--duration", type=float, default=2.0, help="seconds of simulation (default 2)")
     p.add_argument("--full", action="store_true",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from caliper_jax.cli.common import emit, seed
+from caliper_jax.cli import runtime
+from caliper_jax.cli.common import budget, emit, output_dir, output_file, seed
 from caliper_jax.dataset import atomic, edit
 from caliper_jax.dataset.reader import LeRobotReader
 from caliper_jax.errors import CaliperError
@@ -154,11 +155,18 @@ def coverage(args) -> int:
     seed(args.seed)
     if args.episodes < 1:
         raise CaliperError(f"--episodes must be >= 1, got {args.episodes}")
-    report = generate_coverage(args.dataset, args.out, robot=args.robot, episodes=args.episodes,
-                               seed=args.seed, progress=args.progress, collision=not args.no_collision)
-    result = report.to_dict()
-    text = report.text()
+    budget(args.episodes, "--episodes", "batch")
+    output_dir(args.out, "--out")                # both outputs writable before any planning
     if args.plot:
-        result["plot"] = str(report.plot(args.plot))
-        text += f"\n  heat map: {result['plot']}"
+        output_file(args.plot, "--plot")
+    # a failure after the dataset is written (the plot) leaves neither behind
+    with runtime.partial_output(args.out):
+        report = generate_coverage(args.dataset, args.out, robot=args.robot, episodes=args.episodes,
+                                   seed=args.seed, progress=args.progress, collision=not args.no_collision)
+        result = report.to_dict()
+        text = report.text()
+        if args.plot:
+            with runtime.partial_output(args.plot):
+                result["plot"] = str(report.plot(args.plot))
+            text += f"\n  heat map: {result['plot']}"
     return _emit(args, result, text)

@@ -300,6 +300,9 @@ def cmd_eval(args) -> int:
 
     task = load_task(find_task(args.task))
     episodes = budget(at_least(args.episodes, "--episodes"), "--episodes", "batch")
+    from caliper_jax.cli.task import require_runnable
+
+    require_runnable(task)
     worlds = None if args.worlds is None else budget(at_least(args.worlds, "--worlds"), "--worlds", "batch")
     policy = load_policy(args.policy)
     bar, tick = _bar(episodes, f"eval {task.name}", "episode")
@@ -450,9 +453,11 @@ def full_demo(args) -> int:
 
     cfg = FULL_DEMO
     keep = args.out is not None
+    if keep and Path(args.out).exists() and Path(args.out).is_dir() and any(Path(args.out).iterdir()):
+        raise CaliperError(f"--out {args.out}: already exists and is not empty")
+    if keep:
+        output_dir(args.out, "--out")            # writable: checked before minutes of work
     root = Path(args.out) if keep else Path(tempfile.mkdtemp(prefix="caliper-demo-"))
-    if keep and root.exists() and any(root.iterdir()):
-        raise CaliperError(f"--out {root}: already exists and is not empty")
     report, lines = {"task": cfg["task"], "out": str(root) if keep else None, "stages": {}}, []
     stages = report["stages"]
     try:

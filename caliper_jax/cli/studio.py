@@ -31,11 +31,30 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_studio)
 
 
+def check_inputs(args) -> None:
+    """The robot, dataset and task are checked *before* the server starts: a bad one is the one
+    error line, not a server banner, an error and a shutdown notice."""
+    from caliper_jax.graph.nodes import ParamSpec, check_param
+
+    problem = check_param(ParamSpec("robot"), args.robot)
+    if problem:
+        raise CaliperError(f"ROBOT: {problem}")
+    if args.dataset is not None:
+        from caliper_jax.dataset.reader import LeRobotReader
+
+        LeRobotReader(args.dataset)
+    if args.task is not None:
+        from tasks.schema import find_task, load_task
+
+        load_task(find_task(args.task))
+
+
 def cmd_studio(args) -> int:
     from caliper_jax.studio.app import StudioApp
 
     if not 0 <= args.port < 65536:
         raise CaliperError(f"--port must be in [0, 65535], got {args.port}")
+    check_inputs(args)
     app = StudioApp(args.robot, dataset=args.dataset, task=args.task, host=args.host, port=args.port)
     try:
         if args.json:

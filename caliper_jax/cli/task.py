@@ -6,7 +6,7 @@ import argparse
 import numpy as np
 
 from caliper_jax.cli import runtime
-from caliper_jax.cli.common import at_least, budget, emit, seed
+from caliper_jax.cli.common import at_least, budget, emit, output_dir, output_file, seed
 from caliper_jax.errors import CaliperError
 
 
@@ -67,6 +67,19 @@ def _load(name_or_path: str):
     from tasks.schema import find_task, load_task
 
     return load_task(find_task(name_or_path))
+
+
+def require_runnable(task) -> None:
+    """Refuse to run (demo, rollout, eval) a task that ``caliper task check --no-sim`` marks as an
+    Error (a prop in the ground, a start that already succeeds...): its episodes would be garbage."""
+    from tasks.check import check_task
+
+    errors = [f for f in check_task(task, simulate=False) if f.severity == "Error"]
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        where = task.source if task.source is not None else task.name
+        raise CaliperError(f"{errors[0].code}: {errors[0].message}{more}; not running it (see caliper task "
+                           f"check {where})")
 
 
 def cmd_list(args) -> int:
@@ -211,7 +224,9 @@ def cmd_demo(args) -> int:
 
     t = _load(args.task)
     episodes, worlds, s = _episodes_args(args, t)
+    output_dir(args.out, "--out", empty=False)       # writable, before any work
     cameras = _demo_cameras(args, t, episodes, worlds)
+    require_runnable(t)
     bar, tick = _progress_bar(episodes, f"demo {t.name}")
     with bar, runtime.partial_output(args.out, cleanup=lambda: recover(args.out)):
         res = record_demos(t, episodes, args.out, seed=s, engine=args.engine, num_envs=worlds,
@@ -272,9 +287,8 @@ def cmd_rollout(args) -> int:
     t = _load(args.task)
     episodes, worlds, s = _episodes_args(args, t)
     if args.png:
-        from caliper_jax.cli.motion import _out_dir
-
-        _out_dir(args.png, "--png")
+        output_file(args.png, "--png")
+    require_runnable(t)
     bar, tick = _progress_bar(episodes, f"rollout {t.name}")
     kwargs = {} if args.randomize else {"randomization": None}
     with bar, VecEnv(t, worlds, engine=args.engine, seed=s, **kwargs) as env:

@@ -187,8 +187,16 @@ def resolve_path(ref) -> Path:
         return shipped[str(ref)]
     if path.exists():
         raise GraphError(f"{path}: is not a file")
-    raise GraphError(f"{ref}: no such file, and not a shipped example graph "
-                     f"(examples: {', '.join(shipped) or 'none'})")
+    import difflib
+
+    word = str(ref)
+    for suffix in (SUFFIX, ".json"):
+        word = word[: -len(suffix)] if word.endswith(suffix) else word
+    lower = {name.lower(): name for name in shipped}
+    close = difflib.get_close_matches(word.lower(), list(lower), n=2, cutoff=0.6)
+    hint = f"did you mean {' or '.join(lower[c] for c in close)}? " if close else ""
+    raise GraphError(f"{ref}: no such file, and not a shipped example graph ({hint}examples: "
+                     f"{', '.join(shipped) or 'none'})")
 
 
 def load_graph(source) -> GraphDoc:

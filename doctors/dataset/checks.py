@@ -100,6 +100,10 @@ def stale_stats(
     return []
 
 
+#: share of an action dof's frames in its two end bins above which D003 treats it as a two-level command
+BINARY_SHARE = 0.8
+
+
 def saturation(key: str, mom: Moments, hist: Histogram, opts: DoctorOptions) -> list[Finding]:
     out = []
     for j in range(len(mom.std)):
@@ -113,10 +117,18 @@ def saturation(key: str, mom: Moments, hist: Histogram, opts: DoctorOptions) -> 
         where, top = max(shares.items(), key=lambda kv: kv[1])
         frac = top / mom.n
         if frac >= opts.saturation_fraction:
+            # a two-level command (a binary gripper's open / close, with short ramps between): the
+            # frames pile up in the two end bins and it is meant to sit there -- reported as Info,
+            # so no verdict (the learn autopsy) ranks it as a likely cause
+            counts = hist.counts[j]
+            ends = int(counts[0] + counts[-1])
+            binary = int(np.argmax(counts)) in (0, len(counts) - 1) and ends >= BINARY_SHARE * mom.n
+            note = " (a two-level command such as a binary gripper: expected)" if binary else ""
             out.append(
                 finding(
                     "D003",
-                    f"{key!r} dof {j}: {frac:.0%} of frames {where}",
+                    f"{key!r} dof {j}: {frac:.0%} of frames {where}{note}",
+                    "Info" if binary else None,
                     feature=key,
                     dof=j,
                     value=float(frac),
