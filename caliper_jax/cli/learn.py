@@ -300,11 +300,11 @@ def cmd_eval(args) -> int:
 
     task = load_task(find_task(args.task))
     episodes = budget(at_least(args.episodes, "--episodes"), "--episodes", "batch")
+    worlds = None if args.worlds is None else budget(at_least(args.worlds, "--worlds"), "--worlds", "batch")
+    policy = load_policy(args.policy)        # a missing checkpoint first: that error is cheap
     from caliper_jax.cli.task import require_runnable
 
     require_runnable(task)
-    worlds = None if args.worlds is None else budget(at_least(args.worlds, "--worlds"), "--worlds", "batch")
-    policy = load_policy(args.policy)
     bar, tick = _bar(episodes, f"eval {task.name}", "episode")
     with bar:
         res = evaluate(policy, task, episodes=episodes, num_envs=worlds, seed=seed(args.seed),

@@ -740,6 +740,13 @@ CASES: list[Case] = [
 ]
 
 
+# round two (issue 35): the verbs added since, and the kinds of failure found there
+from hostile import cases_verbs  # noqa: E402
+
+SETUPS.update(cases_verbs.SETUPS)
+CASES += cases_verbs._cases(C)
+
+
 def by_id() -> dict[str, Case]:
     out = {}
     for case in CASES:
