@@ -330,6 +330,13 @@ def _level(name: str):
 def cmd_sweep(args) -> int:
     from learn.evaluate import sweep
 
+    episodes = budget(at_least(args.episodes, "--episodes"), "--episodes", "batch")
+    if args.worlds is not None:
+        budget(at_least(args.worlds, "--worlds"), "--worlds", "batch")
+    runs = len(args.policies) * len(args.tasks) * len(args.levels) * len(args.seeds)
+    budget(float(runs) * episodes, "policies x --task x --levels x --seeds x --episodes (episodes)", "batch")
+    if args.png:
+        output_file(args.png, "--png")
     names = {}
     for p in args.policies:
         names[p] = load_policy(p)
@@ -338,7 +345,7 @@ def cmd_sweep(args) -> int:
     bar, tick = _bar(total, "sweep", "run")
     with bar:
         res = sweep(names, args.tasks, randomization_levels=levels, seeds=tuple(args.seeds),
-                    episodes=at_least(args.episodes, "--episodes"), num_envs=args.worlds, progress=tick)
+                    episodes=episodes, num_envs=args.worlds, progress=tick)
     report = res.to_dict()
     lines = ["rank  policy                          success   wilson95        mean return"]
     for i, row in enumerate(res.ranking, 1):
