@@ -18,7 +18,7 @@ import argparse
 import json
 from pathlib import Path
 
-from caliper_jax.cli.common import emit, enable_x64
+from caliper_jax.cli.common import emit, enable_x64, output_dir
 from caliper_jax.errors import CaliperError
 
 
@@ -63,6 +63,8 @@ def cmd_run(args) -> int:
         emit(args, {"file": str(args.file), "name": doc.name, "ok": False, "findings": findings},
              _findings_text(args.file, findings))
         return 1
+    if args.out:
+        output_dir(args.out, "--out", empty=False)   # writable: checked before any node runs
     enable_x64()
     out_dir = Path(args.out) if args.out else Path.cwd()
     if args.out:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from caliper_jax.cli import runtime
-from caliper_jax.cli.common import at_least, budget, emit, memory_budget, positive, seed
+from caliper_jax.cli.common import at_least, budget, emit, memory_budget, output_dir, positive, seed
 from caliper_jax.errors import CaliperError
 
 SCENE_NAMES = ("flat", "slope", "rough", "steps", "boxes", "gap", "wall", "mixed")
@@ -59,6 +59,7 @@ def cmd_run(args) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CaliperError(f"--out {out}: exists and is not a folder")
+    output_dir(out, "--out", empty=False)        # writable: checked before the scenes are mapped
 
     from caliper_jax.terrain.run import run, table
 

@@ -210,6 +210,8 @@ def _cases(C):
         C("learn-sweep-png-proc", f"learn sweep scripted --task lift-cube --png {OUT_PROC}.png", "error",
           "--png"),
         C("task-demo-out-proc", f"task demo lift-cube --episodes 1 --out {OUT_PROC}/ds", "error", "--out"),
+        C("terrain-out-proc", f"terrain run --frames 2 --out {OUT_PROC}/t", "error", "--out"),
+        C("graph-run-out-proc", f"graph run fk_movej --out {OUT_PROC}/g", "error", "--out"),
         C("render-out-proc", f"render lift-cube --out {OUT_PROC}.png", "error", "--out"),
         C("task-check-huge-prop", "task check {tmp}/huge.caliper-task.json --no-sim", "finding", "K003",
           setup="tasks"),
