@@ -70,8 +70,9 @@ class PlanResult:
 def plan(model: Model, cm: CollisionModel, goal, start=None, *, planner: str = "auto", seed=0,
          resolution: float = 0.02, margin: float = 0.0, step: float = 0.3, max_iterations: int | None = None,
          smooth: bool = True, checker: Checker | None = None) -> PlanResult:
-    """Plan a collision-free joint-space path from ``start`` (default: the neutral pose) to
-    ``goal``. ``seed`` is an int or a JAX key. ``resolution`` is the edge-check step (rad or m),
+    """Plan a collision-free joint-space path from ``start`` to ``goal``. ``start`` defaults to
+    :func:`~caliper_jax.configuration.default_start` (the neutral pose moved inside the joint
+    limits). ``seed`` is an int or a JAX key. ``resolution`` is the edge-check step (rad or m),
     ``margin`` a required clearance (m). ``max_iterations`` bounds the search (planner-specific
     default); for PRM it bounds the roadmap size in samples. ``checker``: the exact (GJK)
     checker; it classifies start and goal, checks the host planners' edges, and escapes the fast
@@ -85,9 +86,9 @@ def plan(model: Model, cm: CollisionModel, goal, start=None, *, planner: str = "
     checker = checker or Checker(model, cm, margin=margin, resolution=resolution)
     goal = np.asarray(goal, dtype=np.float64).reshape(-1)
     if start is None:
-        from caliper_jax.configuration import neutral
+        from caliper_jax.configuration import default_start
 
-        start = np.asarray(neutral(model), dtype=np.float64)
+        start = default_start(model)
     start = np.asarray(start, dtype=np.float64).reshape(-1)
     for name, x in (("goal", goal), ("start", start)):
         if x.shape != (model.nq,) or not np.all(np.isfinite(x)):

@@ -1,0 +1,27 @@
+"""The planners' default start (issue 34, must-show 3): inside the joint limits for every robot of
+the registry, so ``plan()`` and ``caliper plan ROBOT --goal ...`` work without ``--start``."""
+import numpy as np
+import pytest
+
+import robots
+from caliper_jax.configuration import default_start, neutral
+from caliper_jax.loading import load
+
+
+@pytest.mark.parametrize("name", robots.names())
+def test_default_start_is_inside_the_limits(name):
+    model = load(name)
+    q = default_start(model)
+    lo, hi = np.asarray(model.qpos_lower, np.float64), np.asarray(model.qpos_upper, np.float64)
+    assert q.shape == (model.nq,) and q.dtype == np.float64
+    assert np.all((q >= lo) & (q <= hi)), (name, np.flatnonzero((q < lo) | (q > hi)))
+    n = np.asarray(neutral(model), np.float64)
+    inside = (n >= lo) & (n <= hi)
+    assert np.array_equal(q[inside], n[inside])         # only the coordinates outside move
+
+
+def test_panda_neutral_violates_joint_4_and_default_start_fixes_it():
+    model = load("panda")
+    lo, hi = np.asarray(model.qpos_lower), np.asarray(model.qpos_upper)
+    assert neutral(model)[3] > hi[3]                     # the neutral pose is outside joint 4's range
+    assert default_start(model)[3] == pytest.approx(0.5 * (lo[3] + hi[3]))
