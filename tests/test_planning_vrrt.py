@@ -9,10 +9,10 @@ import pytest
 
 from caliper_jax.errors import CaliperError
 from caliper_jax.planning import Checker, plan
+from caliper_jax.planning.lattice import bisection_order
 from caliper_jax.planning.problems import collide_arm_problems, panda_problems
 from caliper_jax.planning.vrrt import (
     SearchOptions,
-    bisection_order,
     compiled_solver,
     solve_many,
     solve_one,
