@@ -172,6 +172,14 @@ def plan(model: Model, cm: CollisionModel, goal, start=None, *, planner: str = "
     t0 = time.perf_counter()
     path = shortcut(checker, raw, sampler) if smooth else raw
     times["shortcut"] = time.perf_counter() - t0
+    fine = exact_fine_checker(exact)
+    t0 = time.perf_counter()
+    ok = fine.path_valid(path)
+    times["exact"] = time.perf_counter() - t0
+    if not ok:
+        return result(BLOCKED, f"the path found by {planner} failed the exact check at resolution "
+                               f"{fine.resolution:g} (an obstacle between the samples of its edges)",
+                      stats=stats)
     return result(REACHABLE, f"path found by {planner}: {path.shape[0]} waypoints, length "
                              f"{path_length(path):.4g} (joint space)", path, raw, stats)
 
