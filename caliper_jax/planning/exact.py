@@ -126,6 +126,8 @@ class MujocoEngine:
         self.data = mujoco.MjData(self.mj)
         self.states = 0
         self._poses = jax.jit(jax.vmap(lambda q: _body_poses(model, q)))
+        if self.bodies.size:                      # compile now, not in the middle of a later call
+            self.poses(np.zeros((1, model.nq)))
 
     def poses(self, qs: np.ndarray):
         """Mocap positions (n, nb, 3) and quaternions (n, nb, 4) of the collider-carrying bodies."""
