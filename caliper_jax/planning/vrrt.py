@@ -30,6 +30,7 @@ The ``valid`` function must be pure JAX: ``valid(params, qs (B, nq)) -> (B,) boo
 """
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import NamedTuple
 
@@ -216,6 +217,53 @@ def rrt_connect_search(valid, params, lower, upper, start, goal, key, opts: Sear
     path = jnp.where(found, path, jnp.broadcast_to(start, path.shape))
     return SearchOut(path, jnp.where(found, Lc, 0), found, code.astype(i32), s["it"],
                      jnp.sum(s["n"]), s["it"] * (E * K + 2))
+
+
+# ---- host validity: the same search, states checked by a Python function ------------------------
+
+#: The Python validity function of the host search in progress (one at a time, under _HOST_LOCK):
+#: the compiled loop calls it through :func:`_host_valid`, so the loop compiles once per options
+#: and dimension, not once per function.
+_HOST: dict = {}
+_HOST_LOCK = threading.Lock()
+
+
+def _host_call(qs):
+    return np.asarray(_HOST["valid"](np.asarray(qs, np.float64)), dtype=bool).reshape(-1)
+
+
+def _host_valid(params, qs):
+    """``valid`` for :func:`rrt_connect_search` that asks the host (``jax.pure_callback``)."""
+    return jax.pure_callback(_host_call, jax.ShapeDtypeStruct(qs.shape[:1], jnp.bool_), qs)
+
+
+_host_search = jax.jit(rrt_connect_search, static_argnums=(0, 7))
+
+
+def host_search(valid, start, goal, key, lower, upper, opts: SearchOptions) -> dict:
+    """:func:`rrt_connect_search` -- the same jitted loop -- with states checked by a Python
+    function ``valid(qs (B, nq) float64) -> (B,) bool`` (any checker: exact GJK, MuJoCo, a task's
+    own contact test). ``lower``/``upper``: the finite sampling box (equal bounds hold a
+    coordinate fixed). Returns ``found``, ``code``, ``path`` ((length, nq) float64, the exact
+    ``start`` and ``goal`` at its ends; None when not found), ``iterations``, ``nodes``, ``states``."""
+    opts = opts.validate()
+    start = np.asarray(start, np.float64).reshape(-1)
+    goal = np.asarray(goal, np.float64).reshape(-1)
+    dt = jnp.zeros(()).dtype if not jax.config.jax_enable_x64 else jnp.float64
+    args = [jnp.asarray(x, dt) for x in (lower, upper, start, goal)]
+    with _HOST_LOCK:
+        _HOST["valid"] = valid
+        try:
+            out = jax.device_get(_host_search(_host_valid, jnp.zeros((), dt), *args, _keys(key, None), opts))
+        finally:
+            _HOST.pop("valid", None)
+    found = bool(out.found)
+    path = None
+    if found:
+        path = np.asarray(out.path[:int(out.length)], np.float64)
+        path[0], path[-1] = start, goal
+    return {"found": found, "code": int(out.code), "path": path, "iterations": int(out.iterations),
+            "nodes": int(out.nodes), "states": int(out.states)}
 
 
 # ---- host front end: compiled per checker, NumPy in and out ---------------------------------------
@@ -410,6 +458,6 @@ def _numpy(out: SearchOut, path, length, sc) -> dict:
 
 
 __all__ = ["BUDGET", "CODES", "ENDPOINT_INVALID", "FOUND", "PATH_TOO_LONG", "SearchOptions", "SearchOut",
-           "TREE_FULL", "bisection_order", "compiled_solver", "extension_fractions", "levels_for",
-           "escape_endpoints", "rrt_connect_search", "search_one", "shortcut_one", "solve_many", "solve_one",
-           "valid_padded"]
+           "TREE_FULL", "bisection_order", "compiled_solver", "escape_endpoints", "extension_fractions",
+           "host_search", "levels_for", "rrt_connect_search", "search_one", "shortcut_one", "solve_many",
+           "solve_one", "valid_padded"]
