@@ -25,3 +25,14 @@ def test_panda_neutral_violates_joint_4_and_default_start_fixes_it():
     lo, hi = np.asarray(model.qpos_lower), np.asarray(model.qpos_upper)
     assert neutral(model)[3] > hi[3]                     # the neutral pose is outside joint 4's range
     assert default_start(model)[3] == pytest.approx(0.5 * (lo[3] + hi[3]))
+
+
+@pytest.mark.slow          # ~30-70 s: compiles the panda fast path
+def test_caliper_plan_panda_from_the_default_start(capsys):
+    from caliper_jax.cli import main
+
+    assert main(["plan", "panda", "--goal", "0.5,0.4,0,-1.8,0,2.2,0.8,0.02", "--json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert out["success"] and out["start"][3] == pytest.approx(-1.5708, abs=1e-3), out["reason"]

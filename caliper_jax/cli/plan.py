@@ -193,6 +193,8 @@ def cmd_plan(args) -> int:
             lines.append(f"  retimed ({how}): {float(traj.duration):.4f} s; T008/T009 on 100 rows per "
                          f"segment: {len(findings)} finding(s)")
             lines += [f"    [{f.code}] {f.severity}: {f.message}" for f in findings]
+    shown = [f"{k} {v:.3f}" for k, v in res.times.items() if v >= 5e-4 or k == "total"]
+    lines.append("  time (s): " + ", ".join(shown))
     lines.append(f"  {res.calls} batched validity calls, {res.states_checked} states checked at resolution "
                  f"{args.resolution:g} (sampled edge checks)")
     if not cm.npair:
