@@ -1,8 +1,10 @@
 """The planning front door: classify the goal, search, shortcut-smooth, hand off to retiming.
 
 Planners: ``vrrtconnect`` -- RRT-Connect as one jitted loop on the sphere planning checker
-(:mod:`caliper_jax.planning.vrrt`, :mod:`caliper_jax.planning.spherecheck`), then the exact mesh
-check of the returned paths at 4x the planning resolution; the host planners ``rrtconnect``,
+(:mod:`caliper_jax.planning.vrrt`, :mod:`caliper_jax.planning.spherecheck`), then the exact
+check of the returned path at 4x the planning resolution (:mod:`caliper_jax.planning.exact`:
+MuJoCo's collision pipeline on the hulls behind the sphere cover; it also classifies start and
+goal, checks endpoint escapes, and checks the host planners' paths); the host planners ``rrtconnect``,
 ``rrtstar``, ``prm`` (NumPy trees, batched exact GJK checks); ``auto`` (the default) is
 ``vrrtconnect`` when the scene's obstacles are spheres, capsules, boxes or half-spaces, falling
 back to ``rrtconnect`` when the fast path returns no verified path.
