@@ -1,29 +1,31 @@
-"""Panda planning: the jitted RRT-Connect on the sphere checker against OMPL's RRT-Connect with
-Pinocchio/coal mesh collision checking, on the same problems, in one run.
+"""Panda planning, the whole call: ``caliper_jax.planning.plan`` against OMPL's RRT-Connect with
+Pinocchio/coal mesh collision checking, on the same problems, alternating in one run.
 
-    python benchmarks/bench_plan.py                 # 32 problems, batch 64
+    python benchmarks/bench_plan.py                       # 24 problems per scene, batch 64
     python benchmarks/bench_plan.py --n 8 --batch 16 --json out.json
-    python benchmarks/bench_plan.py --skip ompl     # ours only (no ompl / coal needed)
+    python benchmarks/bench_plan.py --skip ompl,batch     # ours only
 
-Problems: ``caliper_jax.planning.panda_problems(n)`` (the panda reaching across a bar and past a
-post, start and goal 1 cm clear, the straight line blocked), planned with margin 0 at the set's
-edge resolution (0.05 rad).
+Scenes (``caliper_jax.planning.problems``): ``panda_problems`` (reaching across a bar and past a
+post) and ``panda_pillar_problems`` (swinging past a pillar, a wall behind), start and goal 1 cm
+clear, the straight line blocked; both planned at ``--resolution`` (default 0.005 rad), margin 0.
 
-* **ours** (``caliper_jax.planning.plan``'s fast path, phase by phase): endpoint escape
-  (:func:`~caliper_jax.planning.vrrt.escape_endpoints`: only where the conservative sphere cover
-  rejects a start or goal; its edges are checked by the exact GJK checker) + the jitted search
-  (+ jitted shortcutting with ``--simplify``) = **planning time**. Then every returned path is
-  checked by the exact mesh checker at 4x the resolution (``verify``, reported apart; success
-  needs it). Compile time = first call minus a second identical call, reported apart.
+* **ours**: one ``plan(model, cm, goal, start, seed=k, resolution=...)`` call per problem, timed
+  whole -- start/goal classification, endpoint escape, the jitted search, the jitted shortcut,
+  the exact check of the returned path (MuJoCo behind the sphere cover, at resolution / 4) --
+  with ``PlanResult.times`` for the split (medians). The first call of a scene (compile) is
+  timed apart: the first call minus a repeat of it.
 * **OMPL** 2.x (PyPI) ``og.RRTConnect`` through ``og.SimpleSetup``, default range, validity
-  callback in Python: ``pin.computeCollisions`` on the URDF's collision meshes (coal), SRDF pairs
+  callback in Python: ``pin.computeCollisions`` on coal's convex hulls of the URDF's collision
+  meshes (``--ompl-geometry mesh``: the triangle meshes, about 9x slower per check), SRDF pairs
   removed, the same obstacles as coal boxes and a half-space; the longest unchecked segment is
-  0.05 rad (Euclidean in joint space, so at least as fine as our per-joint 0.05).
-  ``getLastPlanComputationTime`` (+ ``getLastSimplificationTime`` with simplification).
-  Ours and OMPL alternate problem by problem, so drifting machine load hits both alike.
-* **batched**: ``--batch`` problems (the set repeated when ``--n`` is smaller) escaped in one call
-  and searched + shortcut in ONE vmapped call: problems/s (the median of 3 identical timed calls
-  after a compiling one); the exact check of all paths apart.
+  the resolution (Euclidean, so at least as fine as our per-joint resolution). Timed whole with a
+  wall clock around ``solve`` + ``simplifySolution`` (all its checks are exact).
+* Ours and OMPL alternate problem by problem, so drifting machine load hits both alike.
+* **coal re-check**: every path we return is re-checked by coal at the planning resolution
+  (per-joint step) on the meshes: ``coal-valid`` must be 100%.
+* **batched**: ``--batch`` problems (the set repeated) planned by ``plan_many`` in one call,
+  endpoint escape + one vmapped search and shortcut + the exact check of every path: problems/s
+  (the median of 3 identical calls after a compiling one).
 """
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+STAGES = ("setup", "classify", "escape", "search", "shortcut", "exact", "retime")
+
 
 def _pct(xs, q):
     import numpy as np
@@ -42,77 +46,22 @@ def _pct(xs, q):
     return float(np.percentile(np.asarray(xs, float), q)) if len(xs) else float("nan")
 
 
-def ours(ps, simplify: bool):
-    """(one(k) -> (escape s, search s, verify s, success, iterations), compile seconds)."""
-    import jax
-    import numpy as np
-
-    from caliper_jax.planning import Checker
-    from caliper_jax.planning.planner import _obstacles, escape_checker, exact_fine_checker, fast_checker
-    from caliper_jax.planning.vrrt import SearchOptions, escape_endpoints, solve_one
-    from caliper_jax.planning.vshortcut import ShortcutOptions
-
-    cm = ps.collision_model()
-    exact = escape_checker(Checker(ps.model, cm, resolution=ps.resolution))
-    fine = exact_fine_checker(exact)
-    fast = fast_checker(ps.model, cm)
-    params = fast.with_obstacles(_obstacles(cm), margin=0.0)
-    span = float(np.max(fast.upper - fast.lower))
-    opts = SearchOptions(resolution=ps.resolution)
-    sm = ShortcutOptions(resolution=ps.resolution, max_span=span) if simplify else None
-
-    def one(k):
-        key = jax.random.PRNGKey(k)
-        k_esc, k_search = jax.random.split(key)
-        t0 = time.perf_counter()
-        ends, moved = escape_endpoints(fast, exact, np.stack([ps.starts[k], ps.goals[k]]), k_esc,
-                                       params=params)
-        t1 = time.perf_counter()
-        if not np.all(np.isfinite(ends)):
-            return t1 - t0, 0.0, 0.0, False, 0
-        r = solve_one(fast, ends[0], ends[1], k_search, opts, sm, params)
-        t2 = time.perf_counter()
-        ok = bool(r["found"])
-        if ok:
-            p = r["path"][:int(r["length"])].copy()
-            p[0], p[-1] = ends
-            p = np.concatenate([ps.starts[k][None], p, ps.goals[k][None]])
-            ok = fine.path_valid(p)
-        t3 = time.perf_counter()
-        return t1 - t0, t2 - t1, t3 - t2, ok, int(r["iterations"])
-
-    from caliper_jax.planning.vrrt import valid_padded
-
-    both = np.concatenate([ps.starts, ps.goals])      # warm the escape shapes on a rejected endpoint
-    rejected = both[~valid_padded(fast, both, params)][:1]
-    if rejected.shape[0]:
-        escape_endpoints(fast, exact, rejected, jax.random.PRNGKey(0), params=params)
-    first, second = one(0), one(0)
-    compile_s = {"search": max(first[1] - second[1], 0.0), "escape_exact": max(first[0] - second[0], 0.0),
-                 "verify_exact": max(first[2] - second[2], 0.0)}
-    return one, compile_s
-
-
-def ompl_solver(ps, simplify: bool, timeout: float):
-    """one(k) -> (seconds, success, status) for OMPL RRT-Connect + Pinocchio/coal."""
+def coal_scene(ps, convex: bool = False):
+    """(pinocchio model, data, geometry model, geometry data) of the panda among ``ps.obstacles``;
+    ``convex``: every collision mesh replaced by coal's convex hull of it."""
     import coal
     import numpy as np
     import pinocchio as pin
-    from ompl import base as ob
-    from ompl import geometric as og
-    from ompl import util as ou
 
     import robots
 
-    ou.setLogLevel(ou.LogLevel.LOG_ERROR)
     root = robots.example_robot_data_dir()
     urdf = root / "panda_description/urdf/panda.urdf"
-    srdf = root / "panda_description/srdf/panda.srdf"
     model = pin.buildModelFromUrdf(str(urdf))
     geom = pin.buildGeomFromUrdf(model, str(urdf), pin.GeometryType.COLLISION,
                                  package_dirs=[str(root.parent.parent)])
     geom.addAllCollisionPairs()
-    pin.removeCollisionPairs(model, geom, str(srdf))
+    pin.removeCollisionPairs(model, geom, str(ps.srdf))
     robot_geoms = list(range(len(geom.geometryObjects)))
     for o in ps.obstacles:
         if o.kind == "box":
@@ -128,20 +77,68 @@ def ompl_solver(ps, simplify: bool, timeout: float):
         for r in robot_geoms:
             if geom.geometryObjects[r].parentJoint > 0:
                 geom.addCollisionPair(pin.CollisionPair(r, gid))
-    data, gdata = model.createData(), pin.GeometryData(geom)
-    nq = ps.model.nq
-    lo, hi = np.asarray(ps.model.qpos_lower), np.asarray(ps.model.qpos_upper)
+    if convex:
+        for go in geom.geometryObjects:
+            if isinstance(go.geometry, coal.BVHModelBase):
+                go.geometry.buildConvexRepresentation(False)
+                go.geometry = go.geometry.convex
+    return model, model.createData(), geom, pin.GeometryData(geom)
 
-    def to_pin(x):
-        q = np.zeros(model.nq)
-        q[:nq] = [x[i] for i in range(nq)]
-        q[nq:] = q[nq - 1]                 # the second finger mimics the first
-        return q
 
-    def valid(state):
-        return not pin.computeCollisions(model, data, geom, gdata, to_pin(state), True)
+def coal_path_valid(scene, path, resolution: float) -> bool:
+    """Every state of ``path`` and of its edges at ``resolution`` (per joint) collision-free under coal."""
+    import numpy as np
+    import pinocchio as pin
+
+    model, data, geom, gdata = scene
+    for a, b in zip(path[:-1], path[1:], strict=True):
+        n = max(1, int(np.ceil(np.max(np.abs(b - a)) / resolution - 1e-9)))
+        for t in np.arange(n + 1) / n:
+            q = a + t * (b - a)
+            if pin.computeCollisions(model, data, geom, gdata, np.r_[q, q[-1]], True):
+                return False
+    return True
+
+
+def ours(ps):
+    """(one(k) -> (seconds, times, success, path), compile seconds)."""
+    from caliper_jax.planning import plan
+
+    cm = ps.collision_model()
 
     def one(k):
+        t0 = time.perf_counter()
+        r = plan(ps.model, cm, ps.goals[k], ps.starts[k], seed=k, resolution=ps.resolution)
+        return time.perf_counter() - t0, r.times, r.success and r.planner == "vrrtconnect", r.waypoints
+
+    first, second = one(0), one(0)
+    return one, {"first_s": first[0], "warm_s": second[0], "compile_s": max(first[0] - second[0], 0.0),
+                 "first_split": first[1]}
+
+
+def ompl_solver(ps, scene, timeout: float):
+    """one(k) -> (seconds, success) for OMPL RRT-Connect + Pinocchio/coal, solve + simplify."""
+    import pinocchio as pin
+    from ompl import base as ob
+    from ompl import geometric as og
+    from ompl import util as ou
+
+    ou.setLogLevel(ou.LogLevel.LOG_ERROR)
+    model, data, geom, gdata = scene
+    nq = ps.model.nq
+    lo, hi = ps.model.qpos_lower, ps.model.qpos_upper
+    import numpy as np
+
+    q = np.zeros(model.nq)
+
+    def valid(state):
+        for i in range(nq):
+            q[i] = state[i]
+        q[nq] = q[nq - 1]                  # the second finger mimics the first
+        return not pin.computeCollisions(model, data, geom, gdata, q, True)
+
+    def one(k):
+        t0 = time.perf_counter()
         space = ob.RealVectorStateSpace(nq)
         b = ob.RealVectorBounds(nq)
         for i in range(nq):
@@ -157,130 +154,109 @@ def ompl_solver(ps, simplify: bool, timeout: float):
             s[i], g[i] = float(ps.starts[k, i]), float(ps.goals[k, i])
         ss.setStartAndGoalStates(s, g)
         ss.setPlanner(og.RRTConnect(si))
-        status = ss.solve(timeout)
+        ss.solve(timeout)
         ok = bool(ss.haveExactSolutionPath())
-        t = ss.getLastPlanComputationTime()
-        if ok and simplify:
+        if ok:
             ss.simplifySolution()
-            t += ss.getLastSimplificationTime()
-        return t, ok, str(status)
+        return time.perf_counter() - t0, ok
 
     return one
 
 
-def batched(ps, B, simplify: bool, repeats: int = 3):
-    import jax
+def batched(ps, B, repeats: int = 3):
     import numpy as np
 
-    from caliper_jax.planning import Checker
-    from caliper_jax.planning.planner import _obstacles, escape_checker, exact_fine_checker, fast_checker
-    from caliper_jax.planning.vrrt import SearchOptions, escape_endpoints, solve_many
-    from caliper_jax.planning.vshortcut import ShortcutOptions
+    from caliper_jax.planning import plan_many
 
     cm = ps.collision_model()
-    exact = escape_checker(Checker(ps.model, cm, resolution=ps.resolution))
-    fine = exact_fine_checker(exact)
-    fast = fast_checker(ps.model, cm)
-    params = fast.with_obstacles(_obstacles(cm), margin=0.0)
     idx = np.arange(B) % len(ps)
     starts, goals = ps.starts[idx], ps.goals[idx]
-    opts = SearchOptions(resolution=ps.resolution)
-    sm = ShortcutOptions(resolution=ps.resolution, max_span=float(np.max(fast.upper - fast.lower))) \
-        if simplify else None
 
-    def run(seed):
-        key = jax.random.PRNGKey(seed)
-        k_esc, k_search = jax.random.split(key)
+    def run():
         t0 = time.perf_counter()
-        ends, moved = escape_endpoints(fast, exact, np.concatenate([starts, goals]), k_esc, params=params)
-        t1 = time.perf_counter()
-        fin = np.all(np.isfinite(ends), axis=1)
-        e = np.where(fin[:, None], ends, np.concatenate([starts, goals]))
-        r = solve_many(fast, e[:B], e[B:], k_search, opts, sm, params)
-        t2 = time.perf_counter()
-        return t1 - t0, t2 - t1, fin[:B] & fin[B:], e, r
+        out = plan_many(ps.model, cm, starts, goals, seed=1, resolution=ps.resolution)
+        return time.perf_counter() - t0, out
 
-    t0 = time.perf_counter()
-    run(1)
-    first = time.perf_counter() - t0
-    runs = [run(1) for _ in range(repeats)]           # the median of identical timed calls
-    t_esc, t_search, fin, e, r = sorted(runs, key=lambda x: x[0] + x[1])[len(runs) // 2]
-    compile_s = max(first - t_esc - t_search, 0.0)
-    t0 = time.perf_counter()
-    ok = []
-    for k in range(B):
-        good = bool(fin[k] and r["found"][k])
-        if good:
-            p = r["path"][k, :int(r["length"][k])].copy()
-            p[0], p[-1] = e[k], e[B + k]
-            good = fine.path_valid(np.concatenate([starts[k][None], p, goals[k][None]]))
-        ok.append(good)
-    t_verify = time.perf_counter() - t0
-    return {"batch": B, "simplify": simplify, "escape_s": t_esc, "search_s": t_search,
-            "problems_per_s": B / (t_esc + t_search), "success": float(np.mean(ok)),
-            "max_iterations_used": int(np.max(r["iterations"])), "verify_s": t_verify, "compile_s": compile_s}
+    first, _ = run()
+    runs = sorted((run() for _ in range(repeats)), key=lambda x: x[0])
+    t, out = runs[len(runs) // 2]
+    return {"batch": B, "seconds": t, "problems_per_s": B / t, "success": float(np.mean(out.success)),
+            "times": out.times, "compile_s": max(first - t, 0.0)}
+
+
+def scene_rows(ps, args, skip):
+    import numpy as np
+
+    mine, comp = ours(ps)
+    scene = None if "coal" in skip else coal_scene(ps)
+    theirs = None if "ompl" in skip else ompl_solver(ps, coal_scene(ps, args.ompl_geometry == "convex"),
+                                                     args.timeout)
+    rows, orows = [], []
+    for k in range(len(ps)):             # alternating, so load drift hits both alike
+        rows.append(mine(k))
+        if theirs is not None:
+            orows.append(theirs(k))
+    coal_ok = ([coal_path_valid(scene, p, ps.resolution) for _, _, ok, p in rows if ok]
+               if "coal" not in skip else [])
+    t = [r[0] for r in rows]
+    entry = {"scene": ps.name, "n": len(ps), "resolution": ps.resolution,
+             "success": float(np.mean([r[2] for r in rows])), "median_ms": 1e3 * _pct(t, 50),
+             "p95_ms": 1e3 * _pct(t, 95), "split_median_ms": {s: 1e3 * _pct([r[1][s] for r in rows], 50)
+                                                              for s in STAGES},
+             "coal_valid": f"{sum(coal_ok)}/{len(coal_ok)}", **comp}
+    if theirs is not None:
+        ot = [r[0] for r in orows]
+        entry["ompl"] = {"success": float(np.mean([r[1] for r in orows])), "median_ms": 1e3 * _pct(ot, 50),
+                         "p95_ms": 1e3 * _pct(ot, 95)}
+        entry["speedup_median"] = entry["ompl"]["median_ms"] / entry["median_ms"]
+    return entry
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=32, help="problems (default 32)")
+    ap.add_argument("--n", type=int, default=24, help="problems per scene (default 24)")
+    ap.add_argument("--resolution", type=float, default=0.005, help="edge resolution, rad (default 0.005)")
     ap.add_argument("--batch", type=int, default=64, help="problems in the batched call (default 64)")
     ap.add_argument("--timeout", type=float, default=10.0, help="OMPL time limit per problem (s)")
-    ap.add_argument("--skip", default="", help="comma list: single (the per-problem table), ompl, batch, "
-                    "simplify")
+    ap.add_argument("--ompl-geometry", default="convex", choices=("convex", "mesh"),
+                    help="OMPL's coal geometry: convex hulls of the meshes (default: what our exact stage "
+                         "checks, and 9x faster coal checks) or the triangle meshes")
+    ap.add_argument("--scenes", default="panda,pillar", help="comma list: panda, pillar")
+    ap.add_argument("--skip", default="", help="comma list: ompl, coal (the re-check), batch")
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     import jax
-    import numpy as np
 
-    from caliper_jax.planning import panda_problems
+    from caliper_jax.planning.problems import panda_pillar_problems, panda_problems
 
-    ps = panda_problems(args.n, seed=0)
-    out = {"backend": jax.default_backend(), "n": args.n, "resolution": ps.resolution, "rows": []}
-    print(f"panda among boxes: {args.n} problems, resolution {ps.resolution} rad, margin 0, "
-          f"backend {jax.default_backend()}")
-    print(f"{'planner':<28}{'success':>9}{'median ms':>11}{'p95 ms':>9}   notes")
-    modes = [False] + ([] if "simplify" in skip else [True])
-    for simplify in ([] if "single" in skip else modes):
-        tag = "simplified" if simplify else "raw"
-        mine, comp = ours(ps, simplify)
-        theirs = None if "ompl" in skip else ompl_solver(ps, simplify, args.timeout)
-        rows, orows = [], []
-        for k in range(args.n):             # interleaved, so load drift hits both alike
-            rows.append(mine(k))
-            if theirs is not None:
-                orows.append(theirs(k))
-        plan_t = [a + b for a, b, _, _, _ in rows]
-        succ = float(np.mean([r[3] for r in rows]))
-        ver = [c for _, _, c, _, _ in rows]
-        med, p95 = 1e3 * _pct(plan_t, 50), 1e3 * _pct(plan_t, 95)
-        esc = 1e3 * _pct([a for a, *_ in rows], 50)
-        print(f"{'ours (' + tag + ')':<28}{succ:>9.0%}{med:>11.2f}{p95:>9.2f}   escape median {esc:.2f} ms; "
-              f"exact verify median {1e3 * _pct(ver, 50):.1f} ms (apart); compile: search "
-              f"{comp['search']:.2f} s, exact checkers {comp['escape_exact'] + comp['verify_exact']:.1f} s")
-        entry = {"planner": "ours", "simplify": simplify, "success": succ, "median_ms": med, "p95_ms": p95,
-                 "escape_median_ms": esc, "verify_median_ms": 1e3 * _pct(ver, 50), "compile_s": comp}
-        if theirs is not None:
-            ot = [t for t, ok, _ in orows]
-            osucc = float(np.mean([ok for _, ok, _ in orows]))
-            omed, op95 = 1e3 * _pct(ot, 50), 1e3 * _pct(ot, 95)
-            print(f"{'OMPL RRTConnect+coal (' + tag + ')':<28}{osucc:>9.0%}{omed:>11.2f}{op95:>9.2f}   "
-                  f"speed-up of the median: {omed / med:.1f}x")
-            entry["ompl"] = {"success": osucc, "median_ms": omed, "p95_ms": op95,
-                             "speedup_median": omed / med}
-        out["rows"].append(entry)
-    if "batch" not in skip:
-        for simplify in modes:
-            b = batched(ps, args.batch, simplify)
-            print(f"batched {b['batch']} problems in one call ({'simplified' if simplify else 'raw'}): "
-                  f"{b['problems_per_s']:.1f} problems/s (escape {b['escape_s']:.3f} s + search "
-                  f"{b['search_s']:.3f} s), success {b['success']:.0%}, longest search "
-                  f"{b['max_iterations_used']} iterations; exact verify {b['verify_s']:.2f} s (apart); "
+    makers = {"panda": panda_problems, "pillar": panda_pillar_problems}
+    out = {"backend": jax.default_backend(), "n": args.n, "resolution": args.resolution, "rows": []}
+    print(f"whole plan() call vs OMPL RRTConnect + coal (solve + simplify), {args.n} problems per scene, "
+          f"resolution {args.resolution} rad, margin 0, alternating; backend {jax.default_backend()}")
+    print(f"{'scene':<14}{'planner':<12}{'success':>8}{'median ms':>11}{'p95 ms':>9}   notes")
+    for name in filter(None, args.scenes.split(",")):
+        ps = makers[name](args.n, seed=0, resolution=args.resolution)
+        e = scene_rows(ps, args, skip)
+        split = ", ".join(f"{s} {v:.1f}" for s, v in e["split_median_ms"].items())
+        print(f"{ps.name:<14}{'ours':<12}{e['success']:>8.0%}{e['median_ms']:>11.2f}{e['p95_ms']:>9.2f}   "
+              f"split (median ms): {split}; coal-valid {e['coal_valid']}; first call {e['first_s']:.2f} s "
+              f"(warm {e['warm_s'] * 1e3:.0f} ms)")
+        if "ompl" in e:
+            o = e["ompl"]
+            print(f"{'':<14}{'OMPL+coal':<12}{o['success']:>8.0%}{o['median_ms']:>11.2f}{o['p95_ms']:>9.2f}"
+                  "   "
+                  f"speed-up of the median: {e['speedup_median']:.1f}x")
+        out["rows"].append(e)
+        if "batch" not in skip:
+            b = batched(ps, args.batch)
+            split = ", ".join(f"{s} {v:.2f}" for s, v in b["times"].items())
+            print(f"{'':<14}batched {b['batch']} problems in one plan_many call: {b['problems_per_s']:.1f} "
+                  f"problems/s, success {b['success']:.0%} (split s: {split}); "
                   f"compile {b['compile_s']:.1f} s")
             out.setdefault("batched", []).append(b)
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1))
+        Path(args.json).write_text(json.dumps(out, indent=1, default=float))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@ Rows:
   printed apart;
 * ``spheres, vmap`` -- the same kernel run per configuration under ``jax.vmap`` (batch first): the
   formulation the lane layout replaces;
+* ``exact: MuJoCo engine`` -- :class:`caliper_jax.planning.exact.MujocoEngine` (the planners' exact
+  stage: caliper kinematics + ``mj_collision`` on the hulls) on the coal configurations, with the
+  count of verdicts that differ from coal's;
 * ``pinocchio/coal`` -- ``pin.computeCollisions(model, data, geom_model, geom_data, q, True)``
   (stop at the first collision) in a Python loop: the panda URDF's collision meshes plus the same
   obstacles as coal boxes and a half-space, the SRDF's disabled pairs removed and fixed-fixed pairs
@@ -151,6 +154,15 @@ def bench(args):
     dt = time.perf_counter() - t0
     rows.append({"method": "pinocchio/coal computeCollisions", "batch": 1, "configs_per_s": qn.shape[0] / dt,
                  "s_per_call": dt / qn.shape[0], "compile_s": 0.0})
+    from caliper_jax.planning.exact import MujocoEngine
+
+    engine = MujocoEngine(ps.model, ps.collision_model())
+    t0 = time.perf_counter()
+    mj_hits = engine.collides(qn)
+    dt = time.perf_counter() - t0
+    rows.append({"method": "exact: MuJoCo engine (+ kinematics)", "batch": qn.shape[0],
+                 "configs_per_s": qn.shape[0] / dt, "s_per_call": dt / qn.shape[0], "compile_s": 0.0})
+    out["mujoco_disagrees_with_coal"] = int(np.sum(mj_hits != hits))
     out["coal_pairs"] = len(gmodel.collisionPairs)
     out["colliding_fraction"] = {"spheres": frac_sphere, "coal": float(hits.mean())}
     sph = np.asarray(valid(checker.params, qs_all[:args.coal]))
@@ -162,7 +174,10 @@ def bench(args):
         print(f"{r['method']:<34}{r['batch']:>7}{r['configs_per_s']:>14.4g}{r['s_per_call'] * 1e6:>10.1f}us"
               f"{r['compile_s']:>9.2f}s")
     lane = {r["batch"]: r["configs_per_s"] for r in rows if r["method"] == "spheres, lane kernel"}
-    coal_rate = rows[-1]["configs_per_s"]
+    coal_rate = rows[-2]["configs_per_s"]
+    print(f"exact MuJoCo engine: {rows[-1]['configs_per_s']:.3g} configs/s = "
+          f"{rows[-1]['configs_per_s'] / coal_rate:.0f}x coal; verdicts differing from coal: "
+          f"{out['mujoco_disagrees_with_coal']} of {qn.shape[0]}")
     print(f"\ncoal pairs {out['coal_pairs']}; random configurations colliding: spheres {frac_sphere:.1%}, "
           f"coal {hits.mean():.1%}; sphere-valid but coal-colliding: "
           f"{out['sphere_valid_but_coal_colliding']} of {qn.shape[0]} (must be 0)")

@@ -79,6 +79,17 @@ def neutral(model: Model, dtype=None):
     return jnp.asarray(q, dtype=dtype or model.dtype)
 
 
+def default_start(model: Model) -> np.ndarray:
+    """The planners' default start (nq,) float64: :func:`neutral`, with every 1-dof coordinate
+    whose neutral value (0) lies outside its finite limits moved to the middle of its range
+    (panda's joint 4, whose range is [-3.07, -0.07] rad, starts at -1.57)."""
+    q = np.asarray(neutral(model), np.float64).copy()
+    lo, hi = np.asarray(model.qpos_lower, np.float64), np.asarray(model.qpos_upper, np.float64)
+    out = np.isfinite(lo) & np.isfinite(hi) & ((q < lo) | (q > hi))
+    q[out] = 0.5 * (lo[out] + hi[out])
+    return q
+
+
 def random_configuration(model: Model, key, unbounded_range: float = np.pi):
     """Uniform draw within the position limits; unbounded 1-dof coordinates in
     +-``unbounded_range``; uniformly random unit quaternions for ball/free joints."""

@@ -50,7 +50,7 @@ SETTLE_SPEED = 1e-3    # m/s (props) and rad/s or m/s (joints): settled below th
 SETTLE_FOR = 0.25      # s: ... for this long
 CONTROL_DT = 0.01      # s between servo target updates
 PATH_STEP = 0.02       # rad or m: collision checks along a joint-space path
-EXTEND = 0.3           # rad or m: RRT-connect step when the straight line collides
+EXTEND = 0.3           # rad or m: RRT-connect step (largest joint move) when the straight line collides
 PLAN_ITERS = 400       # RRT-connect samples before giving up on a clear path
 JOINT_SPEED = 1.0      # rad/s or m/s: the witness move's pace along each leg ...
 MIN_LEG_S = 0.5        # s: ... and its shortest leg
@@ -610,48 +610,28 @@ def plan_path(kin, prop, rel, q_from, q_to) -> np.ndarray | None:
 
 def connect(ts, clear, q_from, q_to, gripper: float) -> np.ndarray | None:
     """The straight line from ``q_from`` to ``q_to`` when ``clear(a, b)`` says so, else an
-    RRT-connect path over ``clear`` (PLAN_ITERS seeded samples, the gripper coordinate held at
-    ``gripper``) shortened greedily; None when none is found."""
+    RRT-connect path shortened greedily, or None when none is found. The search is the planners'
+    one RRT-Connect (:func:`caliper_jax.planning.vrrt.host_search`: steps of EXTEND, edges
+    checked every PATH_STEP, 4 x PLAN_ITERS single motions, key 1, the gripper coordinate held at
+    ``gripper``) with a state valid when ``clear(q, q)``."""
     if clear(q_from, q_to):
         return np.stack([q_from, q_to])
+    import jax
+
+    from caliper_jax.planning.vrrt import SearchOptions, host_search
+
     lo, hi = np.asarray(ts.model.qpos_lower, np.float64), np.asarray(ts.model.qpos_upper, np.float64)
-    rng = np.random.default_rng(1)
-    trees = ([np.asarray(q_from, np.float64)], [-1]), ([np.asarray(q_to, np.float64)], [-1])
+    lo, hi = np.where(np.isfinite(lo), lo, -np.pi), np.where(np.isfinite(hi), hi, np.pi)
+    lo[ts.gripper.q_index] = hi[ts.gripper.q_index] = gripper
 
-    def extend(tree, target):
-        nodes, parents = tree
-        k = int(np.argmin([np.linalg.norm(n - target) for n in nodes]))
-        step = target - nodes[k]
-        dist = float(np.linalg.norm(step))
-        new = target if dist <= EXTEND else nodes[k] + step * (EXTEND / dist)
-        if not clear(nodes[k], new):
-            return None
-        nodes.append(new)
-        parents.append(k)
-        return new
+    def valid(qs):
+        return np.array([clear(q, q) for q in qs], dtype=bool)
 
-    def branch(tree):
-        nodes, parents = tree
-        out, k = [], len(nodes) - 1
-        while k >= 0:
-            out.append(nodes[k])
-            k = parents[k]
-        return out
-
-    for it in range(PLAN_ITERS):
-        a, b = trees if it % 2 == 0 else trees[::-1]
-        sample = rng.uniform(lo, hi)
-        sample[ts.gripper.q_index] = gripper
-        new = extend(a, sample)
-        if new is None:
-            continue
-        while (reached := extend(b, new)) is not None and not np.array_equal(reached, new):
-            pass
-        if reached is None:
-            continue
-        first, second = branch(trees[0]), branch(trees[1])
-        return _shorten(list(reversed(first)) + second[1:], clear)
-    return None
+    opts = SearchOptions(step=EXTEND, resolution=PATH_STEP, capacity=1024, max_iterations=4 * PLAN_ITERS,
+                         path_capacity=1024, candidates=1)
+    r = host_search(valid, np.asarray(q_from, np.float64), np.asarray(q_to, np.float64),
+                    jax.random.PRNGKey(1), lo, hi, opts)
+    return None if r["path"] is None else _shorten(list(r["path"]), clear)
 
 
 def _shorten(path: list, clear) -> np.ndarray:

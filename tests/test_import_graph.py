@@ -49,10 +49,16 @@ def test_planted_violations_are_reported(tmp_path, capsys):
     })
     tool = _tool()
     report = tool.check(tmp_path)
-    assert [c["modules"] for c in report["cycles"]] == [["caliper_jax.a", "caliper_jax.b", "caliper_jax.c"]]
-    a, b, c = "caliper_jax.a", "caliper_jax.b", "caliper_jax.c"
+    a, b, c, d, e = (f"caliper_jax.{x}" for x in "abcde")
+    # a cycle closing only through a function-local import fails too, unless it is a known one
+    assert [c["modules"] for c in report["cycles"]] == [[a, b, c], [d, e]]
     assert {(e["from"], e["to"]) for e in report["cycles"][0]["imports"]} == {(a, b), (b, c), (c, a)}
-    assert [c["modules"] for c in report["local_cycles"]] == [["caliper_jax.d", "caliper_jax.e"]]
+    assert {(x["from"], x["to"], x["kind"]) for x in report["cycles"][1]["imports"]} == {
+        (d, e, "local"), (e, d, "module")}
+    assert report["local_cycles"] == []
+    known = tool.check(tmp_path, known_cycles={(d, e)})
+    assert [c["modules"] for c in known["cycles"]] == [[a, b, c]]
+    assert [c["modules"] for c in known["local_cycles"]] == [[d, e]]
     assert [(v["from"], v["kind"]) for v in report["cli_violations"]] == [("caliper_jax.dataset.io", "local")]
     jax = {(v["module"], v["kind"]) for v in report["jax_violations"]}
     assert jax == {("doctors.check", "transitive"), ("doctors.fit", "local")}
@@ -61,5 +67,6 @@ def test_planted_violations_are_reported(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "CYCLE (3 modules): caliper_jax.a, caliper_jax.b, caliper_jax.c" in out
     assert "caliper_jax.c:1 -> caliper_jax.a (module)" in out
+    assert "CYCLE (2 modules): caliper_jax.d, caliper_jax.e" in out
     assert "LAYER: caliper_jax.dataset.io:4 imports caliper_jax.cli (local)" in out
     assert "NO-JAX: doctors.check imports JAX (transitive" in out and out.strip().endswith("FAILED")

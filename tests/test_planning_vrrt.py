@@ -9,10 +9,10 @@ import pytest
 
 from caliper_jax.errors import CaliperError
 from caliper_jax.planning import Checker, plan
+from caliper_jax.planning.lattice import bisection_order
 from caliper_jax.planning.problems import collide_arm_problems, panda_problems
 from caliper_jax.planning.vrrt import (
     SearchOptions,
-    bisection_order,
     compiled_solver,
     solve_many,
     solve_one,
@@ -139,3 +139,39 @@ def test_plan_fast_path_collide_arm_exact_check_at_4x():
 @pytest.mark.slow   # ~1-2 min (GJK compile on panda meshes); collide_arm above covers the fast path
 def test_plan_fast_path_panda_exact_check_at_4x():
     _check_plans(panda_problems(4, seed=0), range(4), 0.0)
+
+
+def test_witness_connect_is_the_planners_rrt_connect_with_a_host_check():
+    """tasks.witness.connect (and the host planner) run vrrt's one RRT-Connect through
+    host_search: a point in a box detours round a wall; the last coordinate (the "gripper") stays
+    at the value asked for. Fails when connect keeps its own copy that ignores host_search."""
+    from types import SimpleNamespace
+
+    from caliper_jax.planning import vrrt
+    from tasks import witness
+
+    calls = []
+    real = vrrt.host_search
+
+    def spy(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    def clear(a, b):                         # the wall x in [-0.1, 0.1], y < 0.6, sampled every PATH_STEP
+        n = int(np.ceil(np.max(np.abs(b - a)) / witness.PATH_STEP)) + 1
+        pts = a + np.linspace(0.0, 1.0, n)[:, None] * (b - a)
+        return not np.any((np.abs(pts[:, 0]) < 0.1) & (pts[:, 1] < 0.6))
+
+    ts = SimpleNamespace(model=SimpleNamespace(qpos_lower=np.array([-1.0, -1.0, 0.0]),
+                                               qpos_upper=np.array([1.0, 1.0, 0.04])),
+                         gripper=SimpleNamespace(q_index=2))
+    a, b = np.array([-0.5, 0.0, 0.03]), np.array([0.5, 0.0, 0.03])
+    vrrt.host_search = spy
+    try:
+        path = witness.connect(ts, clear, a, b, 0.03)
+    finally:
+        vrrt.host_search = real
+    assert calls and path is not None and path.shape[0] >= 3
+    assert np.array_equal(path[0], a) and np.array_equal(path[-1], b)
+    assert np.allclose(path[:, 2], 0.03)
+    assert all(clear(p, q) for p, q in zip(path[:-1], path[1:], strict=True))

@@ -11,11 +11,13 @@ or of JAX, with its kind: ``module`` (executed at import time: the module body, 
 
 Checks (each violation is listed; the exit code is 1 when there is any, else 0):
 
-* **cycles**: strongly connected components of the import-time (``module``) graph between modules.
+* **cycles**: strongly connected components of the import graph between modules, import-time
+  (``module``) and function-local imports alike: a cycle hidden behind a function-local import is
+  still two modules that need each other (move the shared pieces to a module both import).
   Importing ``a.b`` also runs ``a/__init__.py``; those implicit parent edges are not part of the
-  cycle graph (a package importing its own submodules is not a cycle). Cycles that close only
-  through function-local imports are reported as information, not as violations: that is the
-  usual way to break a cycle.
+  cycle graph (a package importing its own submodules is not a cycle). The few known cycles in
+  ``KNOWN_CYCLES`` that close only through function-local imports are reported as information
+  until they are removed; a new one, or a known one that gains an import-time loop, fails.
 * **cli**: nothing outside ``caliper_jax/cli`` imports ``caliper_jax.cli`` (any kind).
 * **no-jax**: ``doctors``, ``caliper_jax.dataset`` (and the other JAX-free zones of
   docs/architecture.md: ``caliper_jax.io``, ``caliper_jax.errors``, ``robots``) import no
@@ -39,6 +41,10 @@ JAX_ROOTS = ("jax", "jaxlib")
 # the JAX-free zones of docs/architecture.md
 NO_JAX = ("doctors", "caliper_jax.dataset", "caliper_jax.io", "caliper_jax.errors", "robots")
 CLI = "caliper_jax.cli"
+# Cycles closing only through function-local imports that are tolerated for now, each as the sorted
+# tuple of its modules. tasks.env <-> tasks.env_mjx is being removed on another branch (issue 36):
+# the lead deletes this entry after merging it, leaving the set empty.
+KNOWN_CYCLES = frozenset({("tasks.env", "tasks.env_mjx")})
 
 
 @dataclass(frozen=True)
@@ -195,7 +201,8 @@ def _parents(name: str) -> list[str]:
     return [".".join(parts[:n]) for n in range(1, len(parts))]
 
 
-def check(root: Path) -> dict:
+def check(root: Path, known_cycles=KNOWN_CYCLES) -> dict:
+    """The report; ``known_cycles``: local-only cycles tolerated (sorted module tuples)."""
     modules, imports = scan(root)
     internal = [i for i in imports if i.target in modules]
     graph_module: dict[str, set[str]] = {}
@@ -215,6 +222,9 @@ def check(root: Path) -> dict:
     in_cycles = {frozenset(c["modules"]) for c in cycles}
     local_cycles = [{"modules": c, "imports": edges_within(c, ("module", "local"))}
                     for c in strongly_connected(modules, graph_all) if frozenset(c) not in in_cycles]
+    known = [c for c in local_cycles if tuple(c["modules"]) in known_cycles]
+    cycles += [c for c in local_cycles if tuple(c["modules"]) not in known_cycles]
+    local_cycles = known
 
     cli_violations = [{"from": i.source, "to": i.target, "kind": i.kind, "line": i.line} for i in internal
                       if (i.target == CLI or i.target.startswith(CLI + "."))
@@ -282,8 +292,8 @@ def format_text(report: dict, verbose: bool = False) -> str:
         lines.append(f"NO-JAX: {v['module']} imports JAX ({v['kind']}, line {v['line']}): "
                      + " -> ".join(v["via"]))
     if report["local_cycles"]:
-        lines.append(f"note: {len(report['local_cycles'])} cycle(s) close only through function-local "
-                     "imports (allowed)" + ("" if verbose else "; --verbose lists them"))
+        lines.append(f"note: {len(report['local_cycles'])} known cycle(s) close only through function-local "
+                     "imports (KNOWN_CYCLES, to be removed)" + ("" if verbose else "; --verbose lists them"))
         if verbose:
             for c in report["local_cycles"]:
                 lines.append(f"  local cycle: {', '.join(c['modules'])}")

@@ -163,7 +163,12 @@ def cmd_plan(args) -> int:
     model = load_robot(args)
     _edge_budget(model, args.resolution)
     goal = parse_configuration(model, args.goal, "--goal")   # outside the limits: out_of_reach, exit 1
-    start = configuration(model, args.start, "--start")
+    if args.start is None:                      # neutral, moved inside the joint limits
+        from caliper_jax.configuration import default_start
+
+        start = default_start(model)
+    else:
+        start = configuration(model, args.start, "--start")
     obstacles, srdf = _scene(args, model)
     cm = build_collision_model(model, obstacles, srdf=srdf)
     checker = Checker(model, cm, margin=args.margin, resolution=args.resolution, batch=args.batch)
@@ -188,6 +193,8 @@ def cmd_plan(args) -> int:
             lines.append(f"  retimed ({how}): {float(traj.duration):.4f} s; T008/T009 on 100 rows per "
                          f"segment: {len(findings)} finding(s)")
             lines += [f"    [{f.code}] {f.severity}: {f.message}" for f in findings]
+    shown = [f"{k} {v:.3f}" for k, v in res.times.items() if v >= 5e-4 or k == "total"]
+    lines.append("  time (s): " + ", ".join(shown))
     lines.append(f"  {res.calls} batched validity calls, {res.states_checked} states checked at resolution "
                  f"{args.resolution:g} (sampled edge checks)")
     if not cm.npair:
@@ -327,7 +334,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="collision-free joint-space path to a goal (jitted RRT-Connect default)")
     _scene_args(p)
     p.add_argument("--goal", required=True, help="goal joint positions")
-    p.add_argument("--start", default=None, help="start joint positions (default neutral)")
+    p.add_argument("--start", default=None,
+                   help="start joint positions (default: the neutral pose moved inside the joint limits)")
     p.add_argument("--planner", default="auto",
                    help="auto (default: the jitted vrrtconnect on sphere-covered robots among primitive "
                         "obstacles, else / on failure the host rrtconnect), vrrtconnect, rrtconnect, rrtstar "

@@ -3,7 +3,8 @@
 sets; the tests run small prefixes of the same sets.
 
 Every problem's start and goal are inside the limits and clear of everything by ``clearance``
-(exact colliders), and the straight joint-space line between them collides (checked at the set's
+(exact colliders, on the MuJoCo engine of :mod:`caliper_jax.planning.exact`), and the straight
+joint-space line between them collides (checked at the set's
 edge resolution), so every problem needs a detour. Drawing is deterministic for a seed (NumPy
 ``default_rng``); the problem list for ``n`` is a prefix of the list for any larger ``n``.
 """
@@ -17,7 +18,7 @@ from caliper_jax.collision.geometry import box, ground
 from caliper_jax.collision.scene import CollisionModel, build_collision_model, build_sphere_model
 from caliper_jax.errors import CaliperError
 from caliper_jax.model import Model
-from caliper_jax.planning.validity import Checker
+from caliper_jax.planning.exact import ExactChecker
 
 
 @dataclass
@@ -47,8 +48,8 @@ def _draw(name, model, obstacles, srdf, n, seed, resolution, clearance, propose,
     if n < 0:
         raise CaliperError(f"n must be >= 0, got {n}")
     cm = build_collision_model(model, obstacles, srdf=srdf)
-    clear = Checker(model, cm, margin=clearance, resolution=resolution, batch=256)
-    touch = Checker(model, cm, resolution=resolution, batch=256)
+    clear = ExactChecker(model, cm, margin=clearance, resolution=resolution)
+    touch = ExactChecker(model, cm, resolution=resolution)
     rng = np.random.default_rng(seed)
     starts, goals = [], []
     for _ in range(max_tries):
@@ -115,4 +116,33 @@ def panda_problems(n: int, seed: int = 0, *, resolution: float = 0.05,
     return _draw("panda", model, obstacles, srdf, n, seed, resolution, clearance, propose, 50 * n + 50)
 
 
-__all__ = ["PANDA_HOME", "ProblemSet", "collide_arm_problems", "panda_problems"]
+def panda_pillar_problems(n: int, seed: int = 0, *, resolution: float = 0.005,
+                          clearance: float = 0.01) -> ProblemSet:
+    """The panda (SRDF allow-list) passing a pillar in front of it: a 0.12 x 0.12 x 0.9 m pillar
+    at (0.5, 0, 0.45), a low wall 0.3 m behind the base's left side at (-0.3, 0.35, 0.15) and the
+    ground. Start and goal: the home pose with the base joint swung 0.4-0.9 rad to either side,
+    the shoulder and elbow perturbed by up to 0.3 rad and the wrist by up to 0.5 rad."""
+    import robots
+    from caliper_jax.loading import load
+
+    model = load("panda")
+    srdf = robots.example_robot_data_dir() / "panda_description/srdf/panda.srdf"
+    obstacles = [box([0.5, 0.0, 0.45], [0.06, 0.06, 0.45], name="pillar"),
+                 box([-0.3, 0.35, 0.15], [0.2, 0.03, 0.15], name="wall"), ground(-0.01)]
+    lo, hi = np.asarray(model.qpos_lower), np.asarray(model.qpos_upper)
+    spread = np.array([0.3, 0.3, 0.3, 0.3, 0.5, 0.5])
+
+    def propose(rng):
+        swing = rng.uniform(0.4, 0.9, 2) * np.array([-1.0, 1.0])
+        out = []
+        for k in range(2):
+            q = PANDA_HOME.copy()
+            q[0] = swing[k]
+            q[1:7] += rng.uniform(-1.0, 1.0, 6) * spread
+            out.append(np.clip(q, lo, hi))
+        return out[0], out[1]
+
+    return _draw("panda_pillar", model, obstacles, srdf, n, seed, resolution, clearance, propose, 50 * n + 50)
+
+
+__all__ = ["PANDA_HOME", "ProblemSet", "collide_arm_problems", "panda_pillar_problems", "panda_problems"]

@@ -1,12 +1,12 @@
 """RRT-Connect and RRT* in joint space.
 
-The trees grow on the host (NumPy arrays, nearest neighbours by brute force); every validity
+RRT*'s tree grows on the host (NumPy arrays, nearest neighbours by brute force); every validity
 question is one batched call to a :class:`~caliper_jax.planning.validity.Checker`:
 
-* RRT-Connect (Kuffner and LaValle 2000): two trees, from the start and from the goal. Each
-  iteration extends one tree one step towards a random sample, then greedily connects the other
-  tree towards the new node -- the whole straight segment is checked in one call and the tree
-  grows, one step per node, up to the first invalid sample. The trees swap roles every iteration.
+* RRT-Connect (Kuffner and LaValle 2000) is :func:`caliper_jax.planning.vrrt.rrt_connect_search`,
+  the one implementation every caller shares (the fast path, this host planner, the task
+  witnesses); here its states are answered by the Checker through a host callback
+  (:func:`~caliper_jax.planning.vrrt.host_search`).
 * RRT* (Karaman and Frazzoli 2011): one tree; each new node picks the cheapest valid parent among
   its neighbours (at most ``neighbors`` within the shrinking radius) and rewires those neighbours
   through itself when that shortens them. The edges to all neighbours are checked in one call.
@@ -22,6 +22,9 @@ import numpy as np
 
 from caliper_jax.planning.sampling import Sampler
 from caliper_jax.planning.validity import Checker
+
+#: Nodes per tree (and waypoints per path) of the host-validity RRT-Connect.
+HOST_CAPACITY = 1024
 
 
 @dataclass
@@ -77,55 +80,26 @@ def _steer(a, b, step: float):
     return a + d * (step / dist), False
 
 
-def _grow_along(tree: _Tree, i_near: int, target, frac: float, step: float) -> int:
-    """Add nodes every ``step`` along near -> target up to fraction ``frac``; return the last."""
-    a = tree.q[i_near]
-    seg = target - a
-    span = float(np.max(np.abs(seg))) * frac
-    if span <= 0:
-        return -1
-    n = max(1, int(np.ceil(span / step - 1e-9)))
-    last = i_near
-    for k in range(1, n + 1):
-        last = tree.add(a + seg * (frac * k / n), last)
-    return last
-
-
 def rrt_connect(checker: Checker, start, goal, sampler: Sampler, *, step: float = 0.3,
-                max_iterations: int = 2000, goal_bias: float = 0.05):
-    """Waypoints start -> goal (n, nq) or None, and :class:`SearchStats`."""
-    start, goal = np.asarray(start, float), np.asarray(goal, float)
-    stats = SearchStats()
-    a, b = _Tree(start, 256), _Tree(goal, 256)
-    a_is_start = True
-    if checker.edges_valid(start[None], goal[None])[0]:
-        return np.stack([start, goal]), stats
-    for it in range(max_iterations):
-        stats.iterations = it + 1
-        target_other = b.q[0]
-        x = target_other.copy() if sampler.uniform()[0] < goal_bias else sampler.config()
-        i_near = a.nearest(x)
-        x_new, _ = _steer(a.q[i_near], x, step)
-        if checker.valid_prefix(a.q[i_near], x_new) < 1.0:
-            a, b, a_is_start = b, a, not a_is_start
-            continue
-        i_new = a.add(x_new, i_near)
-        # connect b towards the new node greedily
-        j_near = b.nearest(x_new)
-        frac = checker.valid_prefix(b.q[j_near], x_new)
-        if frac >= 1.0:
-            j_last = _grow_along(b, j_near, x_new, 1.0, step) if np.any(b.q[j_near] != x_new) else j_near
-            pa, pb = a.branch(i_new), b.branch(j_last)
-            path = np.concatenate([pa, pb[::-1][1:]]) if j_last >= 0 else pa
-            if not a_is_start:
-                path = path[::-1]
-            stats.nodes = a.n + b.n
-            return _dedupe(path), stats
-        if frac > 0:
-            _grow_along(b, j_near, x_new, frac * (1 - 1e-9), step)
-        a, b, a_is_start = b, a, not a_is_start
-    stats.nodes = a.n + b.n
-    return None, stats
+                max_iterations: int = 2000, goal_bias: float = 0.05, candidates: int = 8):
+    """Waypoints start -> goal (n, nq) or None, and :class:`SearchStats`: the jitted
+    RRT-Connect of :mod:`caliper_jax.planning.vrrt` (one implementation for every caller) with
+    ``checker.valid`` answering its states on the host, edges checked at ``checker.resolution``,
+    samples drawn in ``sampler``'s box from a key of its stream. Trees hold up to
+    ``HOST_CAPACITY`` nodes each (4x more, one more compile, when they fill)."""
+    from caliper_jax.planning.vrrt import TREE_FULL, SearchOptions, host_search
+
+    lo, hi = sampler.box
+    opts = SearchOptions(step=float(step), resolution=float(checker.resolution), capacity=HOST_CAPACITY,
+                         max_iterations=int(max_iterations), goal_bias=float(goal_bias),
+                         path_capacity=HOST_CAPACITY, candidates=int(candidates))
+    key = sampler.key()
+    r = host_search(checker.valid, start, goal, key, lo, hi, opts)
+    if not r["found"] and r["code"] == TREE_FULL:
+        opts = opts._replace(capacity=4 * HOST_CAPACITY, path_capacity=4 * HOST_CAPACITY)
+        r = host_search(checker.valid, start, goal, key, lo, hi, opts)
+    stats = SearchStats(r["iterations"], r["nodes"])
+    return (None if r["path"] is None else _dedupe(r["path"])), stats
 
 
 def _dedupe(path):

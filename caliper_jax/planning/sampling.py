@@ -60,6 +60,17 @@ class Sampler:
         out, self._u = self._u[:n], self._u[n:]
         return out
 
+    def key(self):
+        """A fresh JAX key from this sampler's stream (for a jitted search that draws its own
+        samples); later draws stay deterministic."""
+        self._key, sub = jax.random.split(self._key)
+        return sub
+
+    @property
+    def box(self) -> tuple[np.ndarray, np.ndarray]:
+        """The finite sampling box (lower, upper), (nq,) each."""
+        return np.asarray(self._lo, np.float64), np.asarray(self._hi, np.float64)
+
     def integers(self, n: int, high: int) -> np.ndarray:
         """n integers in [0, high)."""
         return np.minimum((self.uniform(n) * high).astype(np.int64), high - 1)

@@ -20,8 +20,9 @@ calls valid is collision-free under the exact mesh checker (property-tested on p
 price is false alarms near obstacles: panda's moving links are covered to within 2.8-4.2 cm with
 ``split=4`` (the slab fit alone: 3.1-5.7 cm; the fixed base 5.7 cm); ``describe()`` lists the
 sphere count and the largest excess per link. The fit is cached in memory per robot (name,
-kinematic fingerprint, SRDF, ``max_per_collider``, ``split``); it takes a few seconds with mesh
-loading, not worth an on-disk cache.
+kinematic fingerprint, SRDF, ``max_per_collider``, ``split``) and, when jax's persistent
+compilation cache is on, on disk beside it (``caliper_spheres/``): it takes seconds with mesh
+loading (panda: about 5 s), most of a planner's first call once the compiles come from the cache.
 
 **Pairs.** Self pairs are those :func:`~caliper_jax.collision.build_collision_model` checks (every
 two colliders on different bodies minus tree adjacency and the SRDF's ``<disable_collisions>``),
@@ -246,6 +247,11 @@ def robot_spheres(model: Model, srdf=None, max_per_collider: int = 8, split: int
            int(max_per_collider), int(split))
     if key in _CACHE:
         return _CACHE[key]
+    disk = _disk_path(key)
+    hit = _disk_load(disk)
+    if hit is not None:
+        _CACHE[key] = hit
+        return hit
     cm = build_collision_model(model, (), srdf=srdf, disabled_pairs=disabled_pairs,
                                max_hull_vertices=MAX_HULL_VERTICES)
     from caliper_jax.collision.scene import colliders_of
@@ -271,7 +277,53 @@ def robot_spheres(model: Model, srdf=None, max_per_collider: int = 8, split: int
         fits=tuple(fits), uncovered=tuple(cm.uncovered), notes=tuple(cm.notes),
         self_pairs=int(sum(cm.pair_self)))
     _CACHE[key] = out
+    _disk_store(disk, out)
     return out
+
+
+#: Bump when the fit or _RobotSpheres changes: older files on disk are then ignored.
+_DISK_VERSION = 1
+
+
+def _disk_path(key) -> Path | None:
+    """Where the fit for ``key`` persists: ``caliper_spheres/`` inside jax's persistent
+    compilation cache directory when one is configured (``caliper`` enables it by default), so a
+    warm cache skips the fit (seconds for a meshed robot) as it skips the compiles; else None."""
+    folder = jax.config.jax_compilation_cache_dir
+    if not folder or "://" in str(folder):
+        return None
+    digest = hashlib.sha1(repr((_DISK_VERSION, key)).encode()).hexdigest()
+    return Path(folder) / "caliper_spheres" / f"{digest}.pkl"
+
+
+def _disk_load(path: Path | None):
+    if path is None or not path.is_file():
+        return None
+    import pickle
+
+    try:
+        with open(path, "rb") as f:
+            out = pickle.load(f)          # written by _disk_store only, in the user's own cache
+    except Exception:                     # a truncated or stale file: refit
+        return None
+    return out if isinstance(out, _RobotSpheres) else None
+
+
+def _disk_store(path: Path | None, out: _RobotSpheres) -> None:
+    """Atomic write (temp file + rename); an unwritable cache is no error."""
+    if path is None:
+        return
+    import os
+    import pickle
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 # ---- the world ----------------------------------------------------------------------------------

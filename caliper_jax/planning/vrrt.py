@@ -30,7 +30,7 @@ The ``valid`` function must be pure JAX: ``valid(params, qs (B, nq)) -> (B,) boo
 """
 from __future__ import annotations
 
-import math
+import threading
 import weakref
 from typing import NamedTuple
 
@@ -39,6 +39,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from caliper_jax.errors import CaliperError
+from caliper_jax.planning.lattice import bisection_order, counter_uniform, levels_for
+from caliper_jax.planning.vshortcut import shortcut_search
 
 #: Why a search stopped without a path (``SearchOut.code``).
 FOUND, ENDPOINT_INVALID, BUDGET, TREE_FULL, PATH_TOO_LONG = 0, 1, 2, 3, 4
@@ -90,46 +92,10 @@ class SearchOut(NamedTuple):
     states: jax.Array
 
 
-def bisection_order(levels: int) -> np.ndarray:
-    """The fractions ``j / 2^levels``, ``j = 1 .. 2^levels - 1``, in van der Corput order
-    (1/2, 1/4, 3/4, 1/8, ...): each prefix of length ``2^k - 1`` is the grid ``j / 2^k``."""
-    n = 1 << levels
-    m = np.arange(1, n)
-    rev = np.zeros_like(m)
-    for b in range(levels):
-        rev |= ((m >> b) & 1) << (levels - 1 - b)
-    return rev / n
-
-
-def levels_for(span: float, resolution: float) -> int:
-    """Smallest ``L`` with ``span / 2^L <= resolution``."""
-    return max(0, math.ceil(math.log2(max(span / resolution, 1.0)) - 1e-12))
-
-
 def extension_fractions(opts: SearchOptions) -> np.ndarray:
     """Where a motion of at most ``step`` is checked: the end (1.0), then the interior in
     bisection order."""
     return np.concatenate([[1.0], bisection_order(levels_for(opts.step, opts.resolution))])
-
-
-def _hash32(x):
-    """A 32-bit integer finaliser (lowbias32): uint32 -> well-mixed uint32."""
-    x = x ^ (x >> 16)
-    x = x * jnp.uint32(0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = x * jnp.uint32(0x846CA68B)
-    return x ^ (x >> 16)
-
-
-def counter_uniform(seed, it, shape, dtype):
-    """Uniform [0, 1) numbers for iteration ``it`` from a (2,) uint32 ``seed``: a counter-based
-    hash of (seed, iteration, index). Cheap to compile inside a loop body (``jax.random``'s
-    threefry costs seconds of compile per call site on CPU); the stream is fixed by the key."""
-    n = int(np.prod(shape))
-    idx = jnp.arange(n, dtype=jnp.uint32)
-    x = _hash32(idx * jnp.uint32(0x9E3779B9) + seed[0] + _hash32(it.astype(jnp.uint32) ^ seed[1]))
-    x = _hash32(x ^ seed[1])
-    return ((x >> 8).astype(dtype) * dtype(1.0 / (1 << 24))).reshape(shape)
 
 
 def _walk(q, parent, i0, steps: int):
@@ -253,6 +219,53 @@ def rrt_connect_search(valid, params, lower, upper, start, goal, key, opts: Sear
                      jnp.sum(s["n"]), s["it"] * (E * K + 2))
 
 
+# ---- host validity: the same search, states checked by a Python function ------------------------
+
+#: The Python validity function of the host search in progress (one at a time, under _HOST_LOCK):
+#: the compiled loop calls it through :func:`_host_valid`, so the loop compiles once per options
+#: and dimension, not once per function.
+_HOST: dict = {}
+_HOST_LOCK = threading.Lock()
+
+
+def _host_call(qs):
+    return np.asarray(_HOST["valid"](np.asarray(qs, np.float64)), dtype=bool).reshape(-1)
+
+
+def _host_valid(params, qs):
+    """``valid`` for :func:`rrt_connect_search` that asks the host (``jax.pure_callback``)."""
+    return jax.pure_callback(_host_call, jax.ShapeDtypeStruct(qs.shape[:1], jnp.bool_), qs)
+
+
+_host_search = jax.jit(rrt_connect_search, static_argnums=(0, 7))
+
+
+def host_search(valid, start, goal, key, lower, upper, opts: SearchOptions) -> dict:
+    """:func:`rrt_connect_search` -- the same jitted loop -- with states checked by a Python
+    function ``valid(qs (B, nq) float64) -> (B,) bool`` (any checker: exact GJK, MuJoCo, a task's
+    own contact test). ``lower``/``upper``: the finite sampling box (equal bounds hold a
+    coordinate fixed). Returns ``found``, ``code``, ``path`` ((length, nq) float64, the exact
+    ``start`` and ``goal`` at its ends; None when not found), ``iterations``, ``nodes``, ``states``."""
+    opts = opts.validate()
+    start = np.asarray(start, np.float64).reshape(-1)
+    goal = np.asarray(goal, np.float64).reshape(-1)
+    dt = jnp.zeros(()).dtype if not jax.config.jax_enable_x64 else jnp.float64
+    args = [jnp.asarray(x, dt) for x in (lower, upper, start, goal)]
+    with _HOST_LOCK:
+        _HOST["valid"] = valid
+        try:
+            out = jax.device_get(_host_search(_host_valid, jnp.zeros((), dt), *args, _keys(key, None), opts))
+        finally:
+            _HOST.pop("valid", None)
+    found = bool(out.found)
+    path = None
+    if found:
+        path = np.asarray(out.path[:int(out.length)], np.float64)
+        path[0], path[-1] = start, goal
+    return {"found": found, "code": int(out.code), "path": path, "iterations": int(out.iterations),
+            "nodes": int(out.nodes), "states": int(out.states)}
+
+
 # ---- host front end: compiled per checker, NumPy in and out ---------------------------------------
 
 _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -271,8 +284,6 @@ def compiled_solver(checker, opts: SearchOptions, smoothing=None, batched: bool 
     ``smoothing``: :class:`~caliper_jax.planning.vshortcut.ShortcutOptions` or None (no
     shortcutting: the smoothed outputs repeat the raw path). ``batched``: vmapped over
     ``start``, ``goal`` and ``key`` (leading axis)."""
-    from caliper_jax.planning.vshortcut import shortcut_search
-
     per = _COMPILED.setdefault(checker, {})
     k = (opts, smoothing, batched)
     if k in per:
@@ -348,15 +359,38 @@ def solve_one(checker, start, goal, key, opts: SearchOptions | None = None, smoo
     return _numpy(out, path, length, sc)
 
 
+def search_one(checker, start, goal, key, opts: SearchOptions | None = None, params=None) -> dict:
+    """:func:`solve_one` without smoothing (the search alone; its ``path`` is the raw path)."""
+    return solve_one(checker, start, goal, key, opts, None, params)
+
+
+def shortcut_one(checker, found: dict, key, smoothing, params=None) -> dict:
+    """Shortcut the raw path of a :func:`search_one` result ``found`` (same ``key``): ``path``
+    (P, nq), ``length``, ``states`` -- the same bytes :func:`solve_one` with ``smoothing`` gives."""
+    params = checker.params if params is None else params
+    dt = _dtype(params)
+    per = _COMPILED.setdefault(checker, {})
+    k = ("shortcut", smoothing)
+    if k not in per:
+        valid = checker.valid
+
+        def fn(params, path, length, key):
+            return shortcut_search(valid, params, path, length, jax.random.fold_in(key, 1 << 30), smoothing)
+
+        per[k] = jax.jit(fn)
+    raw, n = jnp.asarray(found["raw"], dt), jnp.asarray(found["raw_length"], jnp.int32)
+    path, length, states = jax.device_get(per[k](params, raw, n, _keys(key, None)))
+    return {"path": np.asarray(path, np.float64), "length": np.asarray(length), "states": np.asarray(states)}
+
+
 def valid_padded(checker, qs, params=None, chunk: int = 256) -> np.ndarray:
-    """``checker.valid_np`` with the batch padded to a power of two up to ``chunk``, then in
-    chunks of ``chunk`` (a handful of compiled shapes, none new per problem)."""
+    """``checker.valid_np`` in chunks of exactly ``chunk`` states, the last one padded (one
+    compiled shape for every caller: fewer traced variants, a shorter first call)."""
     qs = np.asarray(qs, np.float64).reshape(-1, checker.nq)
     n = qs.shape[0]
     if n == 0:
         return np.zeros(0, bool)
-    size = min(1 << max(3, (n - 1).bit_length()), chunk)
-    size = -(-n // size) * size
+    size = -(-n // chunk) * chunk
     padded = np.concatenate([qs, np.repeat(qs[-1:], size - n, axis=0)])
     params = checker.params if params is None else params
     step = min(size, chunk)
@@ -424,5 +458,6 @@ def _numpy(out: SearchOut, path, length, sc) -> dict:
 
 
 __all__ = ["BUDGET", "CODES", "ENDPOINT_INVALID", "FOUND", "PATH_TOO_LONG", "SearchOptions", "SearchOut",
-           "TREE_FULL", "bisection_order", "compiled_solver", "extension_fractions", "levels_for",
-           "escape_endpoints", "rrt_connect_search", "solve_many", "solve_one", "valid_padded"]
+           "TREE_FULL", "bisection_order", "compiled_solver", "escape_endpoints", "extension_fractions",
+           "host_search", "levels_for", "rrt_connect_search", "search_one", "shortcut_one", "solve_many",
+           "solve_one", "valid_padded"]

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from caliper_jax.planning.vrrt import bisection_order, counter_uniform, levels_for
+from caliper_jax.planning.lattice import bisection_order, counter_uniform, levels_for
 
 
 class ShortcutOptions(NamedTuple):
