@@ -55,6 +55,7 @@ def register(subparsers) -> None:
     episodes_args(p)
     p.add_argument("--no-randomize", dest="randomize", action="store_false",
                    help="every episode starts from the task file's nominal scene")
+    ray_arg(p, "blocks of worlds")
 
     p = add("sweep", cmd_sweep, "policies x tasks x randomisation levels x seeds, ranked")
     p.add_argument("policies", metavar="CHECKPOINT", nargs="+", help="checkpoints / run folders / 'scripted'")
@@ -65,6 +66,7 @@ def register(subparsers) -> None:
     p.add_argument("--episodes", type=int, default=20, help="episodes per run (default 20)")
     p.add_argument("--worlds", type=int, default=None, help="parallel worlds")
     p.add_argument("--png", metavar="FILE.png", help="plot success per randomisation level")
+    ray_arg(p, "cells")
 
     p = add("profile", cmd_profile, "deploy-loop latency per tick: L001-L003")
     p.add_argument("policy", metavar="CHECKPOINT")
@@ -89,6 +91,12 @@ def register(subparsers) -> None:
 
 
 # ---- shared -----------------------------------------------------------------------------------------
+def ray_arg(p, what: str) -> None:
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help=f"split the run's {what} over the running Ray cluster at ADDRESS (auto, or HOST:PORT "
+                        f"of its head; needs caliper-jax[cluster]); see docs/cluster.md")
+
+
 def _json_arg(text, flag: str) -> dict:
     import json
 
@@ -242,12 +250,34 @@ def cmd_eval(args) -> int:
     episodes = budget(at_least(args.episodes, "--episodes"), "--episodes", "batch")
     worlds = None if args.worlds is None else budget(at_least(args.worlds, "--worlds"), "--worlds", "batch")
     policy = load_policy(args.policy)
+    if args.ray is not None:
+        return _eval_ray(args, task, episodes, worlds, policy)
     bar, tick = _bar(episodes, f"eval {task.name}", "episode")
     with bar:
         res = evaluate(policy, task, episodes=episodes, num_envs=worlds, seed=seed(args.seed),
                        engine=args.engine, randomization="default" if args.randomize else None, progress=tick)
     report = res.to_dict()
     report["timing"] = dict(res.timing) if getattr(res, "timing", None) else {}
+    emit(args, report, res.summary() + _findings_text(res.findings))
+    return _gate(res.findings)
+
+
+def _eval_ray(args, task, episodes, worlds, policy) -> int:
+    from caliper_jax.errors import CaliperError
+    from learn.cluster import ray_evaluate, require_ray
+
+    require_ray()
+    if args.engine != "mujoco":
+        raise CaliperError("--ray splits the CPU engine's worlds over the cluster; --engine mjx runs on one "
+                           "accelerator (drop --ray)")
+    bar, tick = _bar(1, f"eval {task.name} on Ray", "block")
+    with bar:
+        res = ray_evaluate(args.policy, task, address=args.ray,
+                           episodes=episodes, num_envs=worlds, seed=seed(args.seed),
+                           randomization="default" if args.randomize else None,
+                           progress=lambda n, total: (setattr(bar, "total", total), bar.update(n - bar.n)))
+    report = res.to_dict()
+    report["timing"] = dict(res.timing)
     emit(args, report, res.summary() + _findings_text(res.findings))
     return _gate(res.findings)
 
@@ -273,6 +303,13 @@ def cmd_sweep(args) -> int:
     levels = {name: _level(name) for name in args.levels}
     total = len(names) * len(args.tasks) * len(levels) * len(args.seeds)
     bar, tick = _bar(total, "sweep", "run")
+    if args.ray is not None:        # one Ray task per cell; checkpoints load on the workers, same paths
+        from functools import partial
+
+        from learn.cluster import ray_sweep, require_ray
+
+        require_ray()
+        sweep, names = partial(ray_sweep, address=args.ray), {p: p for p in names}
     with bar:
         res = sweep(names, args.tasks, randomization_levels=levels, seeds=tuple(args.seeds),
                     episodes=at_least(args.episodes, "--episodes"), num_envs=args.worlds, progress=tick)
