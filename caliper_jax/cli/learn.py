@@ -41,6 +41,17 @@ def register(subparsers) -> None:
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its newest checkpoint")
     p.add_argument("--png", metavar="FILE.png", help="plot the loss curves (needs matplotlib)")
+    d = p.add_argument_group("several processes / hosts (jax.distributed; docs/cluster.md)")
+    d.add_argument("--distributed", action="store_true",
+                   help="train over the global mesh of every process's devices (checkpoints written by "
+                        "process 0)")
+    d.add_argument("--coordinator", metavar="HOST:PORT", default=None,
+                   help="process 0's address (default: $JAX_COORDINATOR_ADDRESS)")
+    d.add_argument("--num-processes", type=int, default=None,
+                   help="processes in the run ($JAX_NUM_PROCESSES)")
+    d.add_argument("--process-id", type=int, default=None, help="this process, 0..N-1 ($JAX_PROCESS_ID)")
+    d.add_argument("--coordinator-timeout", type=int, default=60, metavar="S",
+                   help="seconds to wait for every process to join (default 60)")
 
     def episodes_args(p, default: int = 20) -> None:
         p.add_argument("--episodes", type=int, default=default, help=f"episodes (default {default})")
@@ -171,6 +182,7 @@ def cmd_train(args) -> int:
     train_cfg = train_config_from_dict({**config_to_dict(TrainConfig()), **overrides}, "--train-config")
     budget(train_cfg.steps, "--steps (optimiser updates)")
     budget(train_cfg.batch_size, "--batch-size", "batch")
+    rank = _join_run(args)
     from learn.checkpoint import dataset_fingerprint
 
     frames = load_frames(args.dataset)
@@ -191,6 +203,10 @@ def cmd_train(args) -> int:
     with bar, runtime.writing():
         res = fit(policy, split.train, split.val, train_cfg, progress=tick, checkpoint_dir=out,
                   resume=out if args.resume else None, fingerprint=dataset_fingerprint(args.dataset))
+    if rank is not None:
+        from learn.distributed import barrier
+
+        barrier("caliper-train-end")        # process 0 has written the last checkpoint
     hist = res.history
     report = {"dataset": str(args.dataset), "policy": config_to_dict(policy_cfg),
               "train": config_to_dict(train_cfg),
@@ -202,6 +218,10 @@ def cmd_train(args) -> int:
               "final_val_loss": next((r["val_loss"] for r in reversed(hist) if "val_loss" in r), None),
               "history": hist, "timing": {"compile_s": res.compile_s, "run_s": res.run_s,
                                           "steps_per_s": res.steps_per_s}, "devices": res.devices}
+    if rank is not None:
+        import jax
+
+        report["process"] = {"id": rank, "count": jax.process_count()}
     note = None
     if args.png:
         with runtime.writing(), runtime.partial_output(args.png):
@@ -215,6 +235,30 @@ def cmd_train(args) -> int:
             + (f"\n  {note}" if note else (f"\n  plot: {args.png}" if args.png else "")))
     emit(args, report, text)
     return 0
+
+
+def _join_run(args):
+    """This process's id in a --distributed run (joined here, before any device is used), or None."""
+    if not args.distributed:
+        for flag in ("coordinator", "num_processes", "process_id"):
+            if getattr(args, flag) is not None:
+                from caliper_jax.errors import CaliperError
+
+                raise CaliperError(f"--{flag.replace('_', '-')} is for --distributed training; add "
+                                   f"--distributed")
+        return None
+    import os
+    import sys
+
+    from learn.distributed import initialize
+
+    # the collectives' native library (gloo) prints on fd 1: send that to stderr, keep stdout for the report
+    sys.stdout.flush()
+    report_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = os.fdopen(report_fd, "w", buffering=1)
+    return initialize(args.coordinator, args.num_processes, args.process_id,
+                      timeout_s=args.coordinator_timeout)[0]
 
 
 def _plot_losses(path, res, kind: str):
