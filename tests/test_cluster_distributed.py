@@ -118,3 +118,18 @@ def test_two_processes_train_like_one_and_resume_in_one(tmp_path):
     assert [h["step"] for h in a["history"]] == list(range(21, 31))
     np.testing.assert_allclose([h["loss"] for h in a["history"]], [h["loss"] for h in b["history"]],
                                rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_mismatched_process_counts_end_both_processes(tmp_path):
+    """Process 0 says 2 processes, process 1 says 3: process 1 stops with one line naming the count,
+    and process 0 (left waiting in its first collective) ends too, never hangs."""
+    ds = tmp_path / "ds"
+    write_synthetic(ds, episodes=2, length=20)
+    args = ["learn", "train", ds, "--out", tmp_path / "run", "--steps", 4, "--batch-size", 16,
+            "--distributed", "--coordinator", f"127.0.0.1:{_free_port()}", "--coordinator-timeout", 15]
+    p0 = _caliper(*args, "--num-processes", 2, "--process-id", 0)
+    p1 = _caliper(*args, "--num-processes", 3, "--process-id", 1)
+    (c0, _, _), (c1, _, err1) = _finish([p0, p1], timeout=200)
+    assert c1 == 2 and "caliper: error: --num-processes 3: the run at" in err1 and "has 2 processes" in err1
+    assert c0 != 0
