@@ -214,7 +214,7 @@ def save_checkpoint(path, *, model, config, train_config, features: FeatureLayou
     tmp = path.with_name(f".{path.name}.caliper-tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         tmp.mkdir()
-        with ocp.StandardCheckpointer() as ckptr:
+        with _checkpointer(ocp) as ckptr:
             for name, tree in trees.items():
                 if tree is not None:
                     ckptr.save(tmp / name, tree)
@@ -234,6 +234,19 @@ def save_checkpoint(path, *, model, config, train_config, features: FeatureLayou
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+def _checkpointer(ocp):
+    """An orbax checkpointer; in a multi-process run (jax.distributed) one local to this process:
+    process 0 alone writes a checkpoint (from host copies of the replicated state) and each process
+    reads it by itself, so no orbax barrier waits on processes that do not take part."""
+    import jax
+
+    if jax.process_count() == 1:
+        return ocp.StandardCheckpointer()
+    i = jax.process_index()
+    return ocp.StandardCheckpointer(multiprocessing_options=ocp.options.MultiprocessingOptions(
+        primary_host=i, active_processes={i}, barrier_sync_key_prefix=f"caliper-process-{i}"))
 
 
 # -- load -----------------------------------------------------------------------------------------
@@ -342,7 +355,7 @@ def load_checkpoint(path, *, expect_fingerprint: str | None = None,
         if tmpl is not None:
             _check_leaves(arrays[name], tmpl, name, path)
     _verify_files(path, meta)
-    with ocp.StandardCheckpointer() as ckptr:
+    with _checkpointer(ocp) as ckptr:
         params = _restore(ckptr, path / "params", template, path)
         opt_state = _restore(ckptr, path / "opt_state", opt_template, path) if "opt_state" in arrays else None
         ema_state = _restore(ckptr, path / "ema_state", ema_template, path) if "ema_state" in arrays else None

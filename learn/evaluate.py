@@ -209,9 +209,10 @@ class _Trained:
         d = self.deployer
         if identity is None:
             d.state = init_state(d.spec, d.num_envs)
-        else:                                   # world ``w``'s key stream at its episode ``e``
+        else:                                   # world(s) ``w``'s key stream at their episode ``e``
             w, e = identity
-            d.state = init_state(d.spec, 1, world_ids=[w])._replace(episode=jnp.full(1, e, jnp.int32))
+            w = list(w) if isinstance(w, (list, tuple)) else [w]
+            d.state = init_state(d.spec, len(w), world_ids=w)._replace(episode=jnp.full(len(w), e, jnp.int32))
 
     def act(self, obs, info, active):
         return self.deployer.act(obs)
@@ -265,7 +266,7 @@ def _runner(policy, env, seed, allow_fps_mismatch):
 def _run_cpu(env, runner, need: int, seed: int, on_episode, draws=None, identity=None) -> tuple[list, int]:
     """Run every world of ``env`` (reset to ``seed``, from ``draws`` when given) until each has
     finished ``need`` episodes -> ([(world, world_episode, success, steps, return)], ticks).
-    ``identity`` (world, episode): the key stream a 1-world env's policy plays (default its own)."""
+    ``identity`` (world or [worlds], episode): the key streams the policy plays (default the env's own)."""
     obs, info = env.reset(seed, options=None if draws is None else {"draws": draws})
     runner.begin(identity)
     W = env.num_envs
@@ -517,6 +518,17 @@ def rank(runs) -> list[dict]:
     return out
 
 
+def sweep_axes(policies, tasks, randomization_levels, seeds) -> tuple[dict, list, list]:
+    """A sweep's checked axes -> (levels {name: spec}, task list, seeds as ints)."""
+    if not isinstance(policies, dict) or not policies:
+        raise CaliperError("sweep: policies must be a non-empty dict {name: policy}")
+    levels = {"default": "default"} if randomization_levels is None else dict(randomization_levels)
+    if not levels:
+        raise CaliperError("sweep: randomization_levels is empty")
+    task_list = list(tasks) if isinstance(tasks, (list, tuple)) else [tasks]
+    return levels, task_list, [int(s) for s in seeds]
+
+
 def sweep(policies: dict, tasks, *, randomization_levels: dict | None = None, seeds=(0,), episodes: int = 20,
           num_envs: int | None = None, engine: str = "mujoco", progress=None,
           allow_fps_mismatch: bool = False) -> SweepResult:
@@ -527,14 +539,8 @@ def sweep(policies: dict, tasks, *, randomization_levels: dict | None = None, se
     total)`` after each run."""
     from tasks.env import resolve_task
 
-    if not isinstance(policies, dict) or not policies:
-        raise CaliperError("sweep: policies must be a non-empty dict {name: policy}")
-    levels = {"default": "default"} if randomization_levels is None else dict(randomization_levels)
-    if not levels:
-        raise CaliperError("sweep: randomization_levels is empty")
-    task_list = list(tasks) if isinstance(tasks, (list, tuple)) else [tasks]
+    levels, task_list, seeds = sweep_axes(policies, tasks, randomization_levels, seeds)
     scenes = [resolve_task(t) for t in task_list]
-    seeds = [int(s) for s in seeds]
     total = len(policies) * len(scenes) * len(levels) * len(seeds)
     runs = []
     for ts in scenes:

@@ -532,8 +532,11 @@ def fit(policy, train_data, val_data, cfg: TrainConfig, *, progress: Callable | 
             if do_ckpt:
                 t = time.perf_counter()
                 deploy = module(g_eval, *jax.device_get((ema if ema is not None else params, rest)))
-                last_path = _save(ckpt_root, done, keep_checkpoints, deploy, params, opt_state, ema, base,
-                                  policy.config, cfg, features, normalizer, fingerprint)
+                if jax.process_index() == 0:    # several processes (jax.distributed): written once
+                    last_path = _save(ckpt_root, done, keep_checkpoints, deploy, params, opt_state, ema, base,
+                                      policy.config, cfg, features, normalizer, fingerprint)
+                else:
+                    last_path = ckpt_root / f"step_{done:08d}"
                 ckpt_s += time.perf_counter() - t
             history.append(row)
             if progress is not None:

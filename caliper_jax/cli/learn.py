@@ -52,6 +52,17 @@ def register(subparsers) -> None:
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its newest checkpoint")
     p.add_argument("--png", metavar="FILE.png", help="plot the loss curves (needs matplotlib)")
+    d = p.add_argument_group("several processes / hosts (jax.distributed; docs/cluster.md)")
+    d.add_argument("--distributed", action="store_true",
+                   help="train over the global mesh of every process's devices (checkpoints written by "
+                        "process 0)")
+    d.add_argument("--coordinator", metavar="HOST:PORT", default=None,
+                   help="process 0's address (default: $JAX_COORDINATOR_ADDRESS)")
+    d.add_argument("--num-processes", type=int, default=None,
+                   help="processes in the run ($JAX_NUM_PROCESSES)")
+    d.add_argument("--process-id", type=int, default=None, help="this process, 0..N-1 ($JAX_PROCESS_ID)")
+    d.add_argument("--coordinator-timeout", type=int, default=60, metavar="S",
+                   help="seconds to wait for every process to join (default 60)")
 
     def episodes_args(p, default: int = 20) -> None:
         p.add_argument("--episodes", type=int, default=default, help=f"episodes (default {default})")
@@ -66,6 +77,7 @@ def register(subparsers) -> None:
     episodes_args(p)
     p.add_argument("--no-randomize", dest="randomize", action="store_false",
                    help="every episode starts from the task file's nominal scene")
+    ray_arg(p, "blocks of worlds")
 
     p = add("sweep", cmd_sweep, "policies x tasks x randomisation levels x seeds, ranked")
     p.add_argument("policies", metavar="CHECKPOINT", nargs="+", help="checkpoints / run folders / 'scripted'")
@@ -76,6 +88,7 @@ def register(subparsers) -> None:
     p.add_argument("--episodes", type=int, default=20, help="episodes per run (default 20)")
     p.add_argument("--worlds", type=int, default=None, help="parallel worlds")
     p.add_argument("--png", metavar="FILE.png", help="plot success per randomisation level")
+    ray_arg(p, "cells")
 
     p = add("profile", cmd_profile, "deploy-loop latency per tick: L001-L003")
     p.add_argument("policy", metavar="CHECKPOINT")
@@ -100,6 +113,12 @@ def register(subparsers) -> None:
 
 
 # ---- shared -----------------------------------------------------------------------------------------
+def ray_arg(p, what: str) -> None:
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help=f"split the run's {what} over the running Ray cluster at ADDRESS (auto, or HOST:PORT "
+                        f"of its head; needs caliper-jax[cluster]); see docs/cluster.md")
+
+
 def _json_arg(text, flag: str) -> dict:
     import json
 
@@ -203,6 +222,7 @@ def cmd_train(args) -> int:
     budget(train_cfg.steps, "--steps (optimiser updates)")
     budget(train_cfg.batch_size, "--batch-size", "batch")
     _check_policy_sizes(policy_cfg, train_cfg)
+    rank = _join_run(args)
     from learn.checkpoint import dataset_fingerprint
 
     frames = load_frames(args.dataset)
@@ -220,6 +240,10 @@ def cmd_train(args) -> int:
     with bar, runtime.writing(), runtime.partial_output(out) if not args.resume else nullcontext():
         res = fit(policy, split.train, split.val, train_cfg, progress=tick, checkpoint_dir=out,
                   resume=out if args.resume else None, fingerprint=dataset_fingerprint(args.dataset))
+    if rank is not None:
+        from learn.distributed import barrier
+
+        barrier("caliper-train-end")        # process 0 has written the last checkpoint
     hist = res.history
     report = {"dataset": str(args.dataset), "policy": config_to_dict(policy_cfg),
               "train": config_to_dict(train_cfg),
@@ -231,6 +255,10 @@ def cmd_train(args) -> int:
               "final_val_loss": next((r["val_loss"] for r in reversed(hist) if "val_loss" in r), None),
               "history": hist, "timing": {"compile_s": res.compile_s, "run_s": res.run_s,
                                           "steps_per_s": res.steps_per_s}, "devices": res.devices}
+    if rank is not None:
+        import jax
+
+        report["process"] = {"id": rank, "count": jax.process_count()}
     note = None
     if args.png:
         with runtime.writing(), runtime.partial_output(args.png):
@@ -267,6 +295,28 @@ def _check_policy_sizes(policy_cfg, train_cfg) -> None:
     memory_budget(float(train_cfg.batch_size) * chunk * max(widths) * 4 * ACTIVATION_FACTOR,
                   f"--batch-size {train_cfg.batch_size} x --config chunk_size {chunk} x widest layer "
                   f"{max(widths)} (activations of one step)")
+def _join_run(args):
+    """This process's id in a --distributed run (joined here, before any device is used), or None."""
+    if not args.distributed:
+        for flag in ("coordinator", "num_processes", "process_id"):
+            if getattr(args, flag) is not None:
+                from caliper_jax.errors import CaliperError
+
+                raise CaliperError(f"--{flag.replace('_', '-')} is for --distributed training; add "
+                                   f"--distributed")
+        return None
+    import os
+    import sys
+
+    from learn.distributed import initialize
+
+    # the collectives' native library (gloo) prints on fd 1: send that to stderr, keep stdout for the report
+    sys.stdout.flush()
+    report_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = os.fdopen(report_fd, "w", buffering=1)
+    return initialize(args.coordinator, args.num_processes, args.process_id,
+                      timeout_s=args.coordinator_timeout)[0]
 
 
 def _plot_losses(path, res, kind: str):
@@ -305,12 +355,34 @@ def cmd_eval(args) -> int:
     from caliper_jax.cli.task import require_runnable
 
     require_runnable(task)
+    if args.ray is not None:
+        return _eval_ray(args, task, episodes, worlds, policy)
     bar, tick = _bar(episodes, f"eval {task.name}", "episode")
     with bar:
         res = evaluate(policy, task, episodes=episodes, num_envs=worlds, seed=seed(args.seed),
                        engine=args.engine, randomization="default" if args.randomize else None, progress=tick)
     report = res.to_dict()
     report["timing"] = dict(res.timing) if getattr(res, "timing", None) else {}
+    emit(args, report, res.summary() + _findings_text(res.findings))
+    return _gate(res.findings)
+
+
+def _eval_ray(args, task, episodes, worlds, policy) -> int:
+    from caliper_jax.errors import CaliperError
+    from learn.cluster import ray_evaluate, require_ray
+
+    require_ray()
+    if args.engine != "mujoco":
+        raise CaliperError("--ray splits the CPU engine's worlds over the cluster; --engine mjx runs on one "
+                           "accelerator (drop --ray)")
+    bar, tick = _bar(1, f"eval {task.name} on Ray", "block")
+    with bar:
+        res = ray_evaluate(args.policy, task, address=args.ray,
+                           episodes=episodes, num_envs=worlds, seed=seed(args.seed),
+                           randomization="default" if args.randomize else None,
+                           progress=lambda n, total: (setattr(bar, "total", total), bar.update(n - bar.n)))
+    report = res.to_dict()
+    report["timing"] = dict(res.timing)
     emit(args, report, res.summary() + _findings_text(res.findings))
     return _gate(res.findings)
 
@@ -343,6 +415,13 @@ def cmd_sweep(args) -> int:
     levels = {name: _level(name) for name in args.levels}
     total = len(names) * len(args.tasks) * len(levels) * len(args.seeds)
     bar, tick = _bar(total, "sweep", "run")
+    if args.ray is not None:        # one Ray task per cell; checkpoints load on the workers, same paths
+        from functools import partial
+
+        from learn.cluster import ray_sweep, require_ray
+
+        require_ray()
+        sweep, names = partial(ray_sweep, address=args.ray), {p: p for p in names}
     with bar:
         res = sweep(names, args.tasks, randomization_levels=levels, seeds=tuple(args.seeds),
                     episodes=episodes, num_envs=args.worlds, progress=tick)
