@@ -63,3 +63,26 @@ def test_planted_violations_are_reported(tmp_path, capsys):
     assert "caliper_jax.c:1 -> caliper_jax.a (module)" in out
     assert "LAYER: caliper_jax.dataset.io:4 imports caliper_jax.cli (local)" in out
     assert "NO-JAX: doctors.check imports JAX (transitive" in out and out.strip().endswith("FAILED")
+    assert ("LOCAL CYCLE (2 modules, closes through function-local imports): caliper_jax.d, caliper_jax.e"
+            in out)
+
+
+def test_a_cycle_through_function_local_imports_alone_fails(tmp_path):
+    """A circle hidden behind a function-local import is still a circle (issue 36); only the listed
+    exception passes."""
+    tool = _tool()
+    _write(tmp_path, {
+        "caliper_jax/__init__.py": "",
+        "caliper_jax/d.py": "def f():\n    from caliper_jax import e\n",
+        "caliper_jax/e.py": "from caliper_jax.d import f\n",
+    })
+    report = tool.check(tmp_path)
+    assert not report["cycles"] and [c["modules"] for c in report["local_cycles"]] == [
+        ["caliper_jax.d", "caliper_jax.e"]]
+    assert not report["ok"] and tool.main([str(tmp_path)]) == 1
+    allowed = tool.ALLOWED_LOCAL_CYCLES
+    try:
+        tool.ALLOWED_LOCAL_CYCLES = (("caliper_jax.d", "caliper_jax.e"),)
+        assert tool.check(tmp_path)["ok"]
+    finally:
+        tool.ALLOWED_LOCAL_CYCLES = allowed
