@@ -174,10 +174,16 @@ def test_sweep_ranks_and_is_deterministic(lift):
     def hold_too(obs):
         return obs[:, :3]
 
-    policies = {"b_hold": hold_q0, "a_hold": hold_too}
+    # the scripted expert succeeds, the two holds never do: the ranking must put the expert first
+    # although its name sorts last, then break the holds' tie by name
+    policies = {"b_hold": hold_q0, "a_hold": hold_too, "z_scripted": "scripted"}
     s = sweep(policies, lift, randomization_levels={"none": None}, seeds=[0], episodes=W)
-    assert [r["name"] for r in s.ranking] == ["a_hold", "b_hold"]            # ties: by name
-    assert [(r.policy, r.level, r.seed) for r in s.runs] == [("a_hold", "none", 0), ("b_hold", "none", 0)]
+    by_name = {r["name"]: r for r in s.ranking}
+    assert by_name["z_scripted"]["success_rate"] > 0 == by_name["a_hold"]["success_rate"]
+    assert [r["name"] for r in s.ranking] == ["z_scripted", "a_hold", "b_hold"]
+    assert [r["rank"] for r in s.ranking] == [1, 2, 3]
+    assert [(r.policy, r.level, r.seed) for r in s.runs] == [("a_hold", "none", 0), ("b_hold", "none", 0),
+                                                             ("z_scripted", "none", 0)]
     assert s.runs[0].result.randomization is None
     again = sweep(policies, lift, randomization_levels={"none": None}, seeds=[0], episodes=W)
     assert json.dumps(again.to_dict(), sort_keys=True) == json.dumps(s.to_dict(), sort_keys=True)
@@ -220,6 +226,7 @@ def tiny():
 
 
 @pytest.mark.slow
+@pytest.mark.claim
 def test_mjx_engine_matches_the_cpu_engine_on_a_tiny_case(tiny):
     pol = hold_policy()
     cpu = evaluate(pol, tiny, episodes=3, num_envs=2, randomization=None)
@@ -228,6 +235,10 @@ def test_mjx_engine_matches_the_cpu_engine_on_a_tiny_case(tiny):
     key = [(e.world, e.world_episode, e.success, e.steps, e.ret) for e in cpu.episodes]
     assert [(e.world, e.world_episode, e.success, e.steps, e.ret) for e in mjx.episodes] == key
     assert dumps(evaluate(pol, tiny, episodes=3, num_envs=2, randomization=None, engine="mjx")) == dumps(mjx)
+
+
+@pytest.mark.slow          # another MJX compile (new policy, default world count): not in the claims set
+def test_mjx_engine_verdicts_on_a_failing_policy(tiny):
     base = evaluate(lambda obs: obs[:, :3], tiny, episodes=2, engine="mjx")
     assert base.successes == 0 and codes(base.findings) == ["E001", "E003"]
 
