@@ -1,33 +1,19 @@
 """tools/check_claims.py: every figure stated as measured names its test or benchmark, every
 guarantee of docs/claims.md has a test CI runs (default run, or marked ``claim``)."""
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.tool_helpers import load_tool, write_tree
+
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "check_claims.py"
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("check_claims", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("check_claims", module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_repository_claims_are_all_produced_and_under_ci():
     proc = subprocess.run([sys.executable, str(TOOL)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().endswith("ok")
-
-
-def _write(root: Path, files: dict):
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
 
 
 CLAIMS = """# Claims
@@ -42,8 +28,8 @@ TESTS = ("import pytest\n\ndef test_fast():\n    pass\n\n@pytest.mark.slow\n@pyt
 
 
 def test_a_clean_tree_passes_and_each_planted_defect_fails(tmp_path):
-    tool = _tool()
-    _write(tmp_path, {
+    tool = load_tool("check_claims")
+    write_tree(tmp_path, {
         "README.md": "# x\n\nRuns at 5.2 ms a call (measured, `benchmarks/bench_x.py`).\n\n"
                      "The gate holds the measured position at 3 ticks.\n",
         "docs/a.md": "## Measured\n\nProduced by `tests/test_a.py::test_fast`.\n\n| op | ms |\n|---|---|\n"
@@ -55,7 +41,7 @@ def test_a_clean_tree_passes_and_each_planted_defect_fails(tmp_path):
     assert len(report["figures"]) == 2 and len(report["guarantees"]) == 2     # not the "measured position"
 
     def problems(files):
-        _write(tmp_path, files)
+        write_tree(tmp_path, files)
         return [p["problem"] for p in tool.check(tmp_path)["problems"]]
 
     # a measured figure that names nothing
@@ -64,7 +50,7 @@ def test_a_clean_tree_passes_and_each_planted_defect_fails(tmp_path):
     # a producer that is not there
     out = problems({"docs/b.md": "# b\n\nMeasured: 3x faster (`tests/test_a.py::test_gone`).\n"})
     assert len(out) == 1 and "defines no test_gone" in out[0]
-    _write(tmp_path, {"docs/b.md": "# b\n"})
+    write_tree(tmp_path, {"docs/b.md": "# b\n"})
     # a guarantee whose test CI never runs (slow, not claim)
     out = problems({"docs/claims.md": CLAIMS + "| x | README.md | `tests/test_a.py::test_release_only` |\n"})
     assert out == ["marked slow but not claim: CI never runs it"]

@@ -1,20 +1,13 @@
 """tools/check_imports.py: the first-party import graph has no import-time cycles, only the CLI
 imports the CLI, and doctors/ and caliper_jax/dataset/ stay JAX-free (see docs/architecture.md)."""
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.tool_helpers import load_tool, write_tree
+
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "check_imports.py"
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("check_imports", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("check_imports", module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_repository_import_graph_is_clean():
@@ -23,15 +16,8 @@ def test_repository_import_graph_is_clean():
     assert proc.stdout.strip().endswith("ok")
 
 
-def _write(root: Path, files: dict):
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-
-
 def test_planted_violations_are_reported(tmp_path, capsys):
-    _write(tmp_path, {
+    write_tree(tmp_path, {
         "caliper_jax/__init__.py": "",
         "caliper_jax/a.py": "from caliper_jax import b\n",
         "caliper_jax/b.py": "import caliper_jax.c as c\n",
@@ -47,7 +33,7 @@ def test_planted_violations_are_reported(tmp_path, capsys):
         "doctors/check.py": "from caliper_jax import heavy\n",                # JAX at import time
         "doctors/fit.py": "def fit():\n    import jax\n",                   # JAX inside a function
     })
-    tool = _tool()
+    tool = load_tool("check_imports")
     report = tool.check(tmp_path)
     assert [c["modules"] for c in report["cycles"]] == [["caliper_jax.a", "caliper_jax.b", "caliper_jax.c"]]
     a, b, c = "caliper_jax.a", "caliper_jax.b", "caliper_jax.c"
@@ -70,8 +56,8 @@ def test_planted_violations_are_reported(tmp_path, capsys):
 def test_a_cycle_through_function_local_imports_alone_fails(tmp_path):
     """A circle hidden behind a function-local import is still a circle (issue 36); only the listed
     exception passes."""
-    tool = _tool()
-    _write(tmp_path, {
+    tool = load_tool("check_imports")
+    write_tree(tmp_path, {
         "caliper_jax/__init__.py": "",
         "caliper_jax/d.py": "def f():\n    from caliper_jax import e\n",
         "caliper_jax/e.py": "from caliper_jax.d import f\n",
