@@ -62,7 +62,15 @@ from caliper_jax.spatial import quat_conj, quat_mul
 from mjx_backend.randomize import batch_mjx_model
 from mjx_backend.versions import import_mjx
 from tasks import env_spec as S
-from tasks.env import EnvShapes, _cached, _check_args, _reset_draws, check_draws, draw_shapes, resolve_task
+from tasks.env_common import (
+    EnvShapes,
+    _cached,
+    _check_args,
+    _reset_draws,
+    check_draws,
+    draw_shapes,
+    resolve_task,
+)
 from tasks.predicates import evaluator
 
 mjx = import_mjx()
@@ -369,7 +377,7 @@ class MjxEnv(EnvShapes):
         """New episodes in every world -> State. ``key``: base PRNG key of the randomisation
         streams; ``episode`` (W,) int: each world's episode index (default 0); ``draws``: None (the
         streams' draws) or {field: (W, ...) float32} to start from (exactly the fields the env
-        randomises; :func:`tasks.env.check_draws` checks them on the host)."""
+        randomises; :func:`tasks.env_common.check_draws` checks them on the host)."""
         W = self.num_envs
         episode = jnp.zeros(W, jnp.int32) if episode is None else jnp.asarray(episode, jnp.int32)
         worlds = jnp.arange(W, dtype=jnp.int32)
@@ -378,7 +386,7 @@ class MjxEnv(EnvShapes):
 
     def jit_reset(self, key, episode=None, draws=None) -> State:
         """:meth:`reset_state`, jitted (one compilation for any key and episode indices, one more
-        for explicit draws); ``draws`` are checked here (:func:`tasks.env.check_draws`)."""
+        for explicit draws); ``draws`` are checked here (:func:`tasks.env_common.check_draws`)."""
         W = self.num_envs
         episode = jnp.zeros(W, jnp.int32) if episode is None else jnp.asarray(episode, jnp.int32)
         if draws is not None:

@@ -70,6 +70,22 @@ def test_same_seed_same_bytes(arm_set, scene, checker, solved):
     np.testing.assert_array_equal(again.chosen, solved.chosen)
 
 
+def test_held_joints_are_reported(arm_set, scene, checker):
+    """CHOMP holds every joint start and goal share; the result names them, and a problem that
+    fails while holding joints says so (issue 36). Holding j2 (goal j2 := start j2) leaves problem 0
+    no way under the bar (measured: fails with j2 held, succeeds with free=["j2"])."""
+    goals = arm_set.goals.copy()
+    goals[:, 1] = arm_set.starts[:, 1]
+    res = trajopt(arm_set.model, arm_set.starts, goals, inits=8, seed=0, spheres=scene[0], checker=checker)
+    assert res.held == [["j2"], ["j2"]]
+    assert not res.success[0] and "j2" in res.hints[0] and "free=['j2']" in res.hints[0]
+    assert [h is None for h in res.hints] == [False, bool(res.success[1])]
+    assert res.to_dict()["held"] == res.held and res.to_dict()["hints"] == res.hints
+    freed = trajopt(arm_set.model, arm_set.starts, goals, inits=8, seed=0, spheres=scene[0], checker=checker,
+                    free=["j2"])
+    assert freed.held == [[], []] and freed.success[0] and freed.hints[0] is None
+
+
 @pytest.mark.slow          # ~60 s; CHOMP's default coverage is collide_arm under the bar above
 def test_panda_among_boxes():
     ps = panda_problems(2, seed=0)

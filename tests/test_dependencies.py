@@ -1,9 +1,13 @@
 """Every third-party import of the runtime packages is a declared dependency (tools/check_deps.py)."""
 from __future__ import annotations
 
+import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
+
+import robots
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "check_deps.py"
@@ -16,6 +20,31 @@ def _run(*args):
 def test_every_runtime_import_is_declared():
     result = _run()
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_packages_tests_skip_without_are_installed():
+    """A skip must never hide a failure (issue 36): every package a test of this suite skips without
+    (``pytest.importorskip``, the example-robot-data guards) is a declared dependency, so it must
+    import here; if it does not, the install is broken and this fails instead of the suite
+    quietly skipping. (tests/lerobot_compat runs in its own venv.)"""
+    names = set()
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and ast.unparse(node.func).endswith("importorskip") and node.args
+                    and isinstance(node.args[0], ast.Constant)):
+                names.add(node.args[0].value)
+    assert {"av", "viser", "matplotlib", "gymnasium"} <= names        # the scan sees the guards
+    missing = []
+    for name in sorted(names):
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            missing.append(f"{name} ({exc})")
+    assert not missing, f"tests skip without these, but they are dependencies: {missing}"
+    first_party = ("caliper_jax", "learn", "tasks", "doctors", "mjx_backend", "robots")
+    assert not any(name.split(".")[0] in first_party for name in names), \
+        "a first-party module must not be importorskip'ed: its ImportError is a bug"
+    assert robots.example_robot_data_dir() is not None, "example-robot-data (a runtime dependency) is missing"
 
 
 def _project(tmp_path, body, deps='"numpy"', extras=""):

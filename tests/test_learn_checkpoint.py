@@ -252,7 +252,6 @@ def test_safetensors_round_trip_and_shape_error(tmp_path):
 
 
 def test_build_policy_round_trip(tmp_path):
-    pytest.importorskip("learn.policies.bc_mlp")
     from learn.policies import build_policy
 
     model = build_policy(CONFIG, LAYOUT.obs_dim, LAYOUT.action_dim, seed=4)

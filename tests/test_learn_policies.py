@@ -261,7 +261,8 @@ LEARN = {"bc": ({"dropout": 0.0}, {}), "act": ({}, {"opt_level": 0}), "diff_mlp"
 
 # the U-Net's training step takes 5-10 s to compile on 2 cores: slow (the MLP denoiser covers the
 # diffusion objective and DDIM sampling by default; the U-Net's shapes, masks and determinism too)
-@pytest.mark.parametrize("kind", [k if k != "diff_unet" else pytest.param(k, marks=pytest.mark.slow)
+@pytest.mark.parametrize("kind", [k if k != "diff_unet" else pytest.param(k, marks=[pytest.mark.slow,
+                                                                                   pytest.mark.claim])
                                   for k in LEARN])
 def test_learns_a_linear_map(kind):
     overrides, train_args = LEARN[kind]

@@ -126,6 +126,7 @@ def test_retiming_handoff_stays_collision_free(arm_set, scene, checker, fine):
 
 
 @pytest.mark.slow          # ~60 s; the planners' default coverage is collide_arm around the bar above
+@pytest.mark.claim
 def test_panda_among_boxes_rrtconnect():
     ps = panda_problems(2, seed=0)
     cm = ps.collision_model()

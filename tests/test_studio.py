@@ -479,7 +479,7 @@ def test_motion_plans_among_the_jog_scene_and_plays_at_real_time(app):
 # ~16 s of compiles (fk_drop run twice); the graph's own parity tests are tests/test_graph.py
 @pytest.mark.slow
 def test_graph_runs_from_the_panel_like_a_direct_call(app):
-    g = pytest.importorskip("caliper_jax.graph")
+    import caliper_jax.graph as g
     st = app.graph.load("fk_drop")
     assert st["loaded"] and "robot" in st["nodes"] and st["findings"] == []
     out = app.graph.run()

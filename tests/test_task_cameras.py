@@ -53,6 +53,38 @@ def direct(rays, cam, data):
     return {k: np.asarray(v) for k, v in out.items()}
 
 
+def mj_ray_check(ts, cam, d, frame, n=48, seed=0):
+    """The render against an independent reference, MuJoCo's own ``mj_ray``, at ``n`` sampled
+    pixels of ``frame`` (a render of MjData ``d``): the same geom, and the optical-axis depth to
+    2e-4 m, on every pixel whose 3x3 neighbourhood is one geom (a silhouette pixel's ray can
+    graze either side). Returns the number of pixels compared."""
+    import mujoco
+
+    pos, R = (np.asarray(x, np.float64) for x in camera_pose(cam, poses(d)))
+    rng = np.random.default_rng(seed)
+    rows, cols = rng.integers(1, cam.height - 1, n), rng.integers(1, cam.width - 1, n)
+    fx, fy, cx, cy = cam.intrinsics()          # pixel centres, MuJoCo's camera frame (looks along -z)
+    local = np.stack([(cols + 0.5 - cx) / fx, (cy - rows - 0.5) / fy, -np.ones(n)], axis=-1)
+    local /= np.linalg.norm(local, axis=-1, keepdims=True)
+    world = local @ R.T
+    seg, depth = frame["segmentation"], frame["depth"]
+    gid = np.zeros(1, np.int32)
+    compared = 0
+    for k in range(n):
+        r, c = rows[k], cols[k]
+        if (seg[r - 1:r + 2, c - 1:c + 2] != seg[r, c]).any():
+            continue
+        dist = mujoco.mj_ray(ts.scene.mj, d, pos, world[k], None, 1, exclude_body(cam), gid, None)
+        ref_depth = dist * -local[k, 2] if gid[0] >= 0 else np.inf
+        if not cam.min_range <= ref_depth <= cam.max_range:
+            ref_depth, gid[0] = np.inf, -1
+        assert seg[r, c] == gid[0], (cam.name, r, c, seg[r, c], gid[0])
+        if gid[0] >= 0:
+            assert abs(depth[r, c] - ref_depth) < 2e-4, (cam.name, r, c, depth[r, c], ref_depth)
+        compared += 1
+    return compared
+
+
 class Lift:
     """Close the gripper and swing the arm from tick 1 (open loop, per world; the gate's rate
     limit makes the jaw travel ~2 cm a tick)."""
@@ -105,11 +137,14 @@ def test_env_images_equal_a_direct_render_and_the_wrist_camera_moves_with_its_bo
         assert info["images"]["front"].dtype == np.uint8 and obs.shape == (W, env.obs_dim)
         policy = Lift(env)
         poses_seen = []
+        compared = 0
         for _ in range(4):                                      # ticks 0..3 (the episode ends at 5)
             for w in range(W):
                 d = env.world_data(w)
                 for cam in env.cameras:
-                    np.testing.assert_array_equal(info["images"][cam.name][w], direct(rays, cam, d)["rgb"])
+                    frame = direct(rays, cam, d)
+                    np.testing.assert_array_equal(info["images"][cam.name][w], frame["rgb"])
+                    compared += mj_ray_check(ts, cam, d, frame, n=12, seed=w)
             d0 = env.world_data(0)
             pos, R = (np.asarray(x, np.float64) for x in camera_pose(wrist, poses(d0)))
             b = wrist.body
@@ -119,6 +154,7 @@ def test_env_images_equal_a_direct_render_and_the_wrist_camera_moves_with_its_bo
             poses_seen.append(pos)
             obs, _, _, _, info = env.step(policy.act(obs, info))
         assert np.linalg.norm(poses_seen[-1] - poses_seen[0]) > 0.01     # the arm swung: the camera moved
+        assert compared >= 100                                  # most sampled pixels are not silhouettes
 
 
 def test_auto_reset_images_are_the_new_episodes_first_frames(ts, rays):

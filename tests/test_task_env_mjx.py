@@ -13,10 +13,11 @@ Parity tolerances (float32, the default precision), measured on the action scrip
 - ticks 10-24 (lift-off: the welded cube scrapes the ground and presses into the jaw box): a
   transient of up to 4.0e-3 m. Here the contact *sets* differ: for the tilted face-face jaw/cube
   pair MuJoCo C returns 2 contacts, MJX 4 (3 coincident) at points 1.5 mm away, so the constraint
-  forces and the cube's acceleration differ by up to 30% for a few ticks. Tolerance 1.5e-2 m.
+  forces and the cube's acceleration differ by up to 30% for a few ticks. Tolerance 6e-3 m (1.5x the
+  measured peak; this phase alone: the contact model, not the integration, sets it).
 - ticks 25-99 (carried, set down, released): the weld pins the cube to the servo-driven jaw, so
   the trajectories re-converge: at most 1.4e-3 m (8.6e-4 while carried; 6.7e-4 at rest after
-  the release). Tolerance 3e-3 m.
+  the release). Tolerance 2e-3 m.
 
 None of it is float32: under x64 the same phases measure 3.5e-6, 4.1e-3 and 1.4e-3 m. With a
 start pose whose jaw does not overlap the cube (q0 = (0.1, -0.1, 0.02) instead of the zoo's 1 mm
@@ -157,15 +158,16 @@ def test_parity_with_the_cpu_engine_first_100_ticks(env, task_scene):
         assert not (tc.any() or uc.any() or tm.any() or um.any())
         err[t] = np.linalg.norm(prop_pos(L, im["final_obs"]) - prop_pos(L, ic["final_obs"]), axis=-1)
     assert ic["held"].tolist() == [0, -1]                       # world 1 released its cube
-    assert err[:10].max() < 2e-5, err[:10].max()
-    assert err.max() < 1.5e-2, err.max()
-    assert err[25:].max() < 3e-3, err[25:].max()
+    assert err[:10].max() < 2e-5, err[:10].max()                # same contact set: float32 rounding
+    assert err[10:25].max() < 6e-3, err[10:25].max()            # lift-off: the contact sets differ
+    assert err[25:].max() < 2e-3, err[25:].max()                # welded, carried, released
     cpu.close()
 
 
 # ---- slow: more compilations -------------------------------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.claim
 def test_episode_as_one_scan_and_success_verdicts_match_the_cpu_engine(env, task_scene):
     """Whole episodes with a pure-JAX policy inside one lax.scan (horizon 400 ticks): world 0
     succeeds every ~12 ticks and auto-resets, world 1 never succeeds and is truncated at the
@@ -193,6 +195,7 @@ def test_episode_as_one_scan_and_success_verdicts_match_the_cpu_engine(env, task
 
 
 @pytest.mark.slow
+@pytest.mark.claim
 def test_randomised_worlds_are_model_leaves_drawn_like_the_cpu_engine_without_retracing(task_scene):
     from tasks.env import VecEnv
     from tasks.env_mjx import MjxEnv

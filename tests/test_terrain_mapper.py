@@ -8,7 +8,6 @@ end-to-end run through the harness. Sizes are small: one compile of ``fuse`` ser
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import jax
@@ -426,11 +425,8 @@ def test_triptych_is_deterministic(tmp_path):
 
 # ---- the harness end to end -----------------------------------------------------------------
 
-HAVE_SCENES = all(importlib.util.find_spec(f"caliper_jax.terrain.{m}") is not None
-                  for m in ("scenes", "truth", "sensors", "trajectories"))
 
 
-@pytest.mark.skipif(not HAVE_SCENES, reason="the terrain scenes/sensors modules are not built yet")
 @pytest.mark.parametrize("center,size,res", [((0.0, 0.0), 8.0, 0.04), ((1.234, -0.5), 3.0, 0.05),
                                              ((-2.0, 0.07), 1.0, 0.1)])
 def test_the_map_lattice_is_the_ground_truth_lattice(center, size, res):
@@ -442,7 +438,6 @@ def test_the_map_lattice_is_the_ground_truth_lattice(center, size, res):
     np.testing.assert_array_equal(ys, tys)
 
 
-@pytest.mark.skipif(not HAVE_SCENES, reason="the terrain scenes/sensors modules are not built yet")
 def test_tiny_end_to_end_run_on_the_flat_scene(tmp_path):
     from caliper_jax.terrain.run import run
 
@@ -473,7 +468,6 @@ def test_cli_bad_input_is_one_line(argv, needle, tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.skipif(not HAVE_SCENES, reason="the terrain scenes/sensors modules are not built yet")
 def test_cli_choices_match_the_scene_and_trajectory_modules():
     from caliper_jax.cli import terrain as cli_terrain
     from caliper_jax.terrain.scenes import SCENES
@@ -492,7 +486,6 @@ SEED_RMSE = {("camera", "steps"): 0.0097, ("camera", "gap"): 0.0298, ("camera", 
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAVE_SCENES, reason="the terrain scenes/sensors modules are not built yet")
 @pytest.mark.parametrize("sensor,scene", sorted(SEED_RMSE))
 def test_protocol_rmse_beats_the_seed_on_faced_scenes(sensor, scene):
     from caliper_jax.terrain.run import run

@@ -148,6 +148,7 @@ def test_gradient_through_push_that_makes_and_breaks_contact(push):
 
 
 @pytest.mark.slow
+@pytest.mark.claim
 def test_derivatives_finite_at_contact_onset(push):
     """The pusher starts touching the resting prop (distance 0, both at rest; the prop also rests on
     the table). Holding the servo there, the first contact step nudges the prop (6e-5 m) and the two

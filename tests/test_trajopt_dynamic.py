@@ -118,6 +118,61 @@ def test_pendulum_effort_converges_and_obeys_the_dynamics():
     qn, vn = step(jnp.asarray(res.q[0, :-1]), jnp.asarray(res.qd[0, :-1]), jnp.asarray(res.tau[0]))
     np.testing.assert_allclose(np.asarray(qn), res.q[0, 1:], atol=1e-4)
     np.testing.assert_allclose(np.asarray(vn), res.qd[0, 1:], atol=1e-2)
+    assert res.replay_error.shape == (1,) and res.replay_integrator == "euler"
+
+
+@pytest.mark.x64
+def test_every_solution_reports_its_open_loop_replay_error():
+    """The open-loop replay (issue 36: a Panda solution with 4.8e-5 rad defects ended 391 rad away
+    when replayed). Nodes that are an exact Euler chain at step h (zero defects) replay to
+    themselves at h/1; at h/10 the replay equals a plain loop of integrators.step; a converged
+    result whose coarse step misses warns (ReplayWarning) and says so in replay_error/replay_ok,
+    a fine one does not."""
+    import warnings
+
+    from caliper_jax import integrators
+    from caliper_jax.trajopt.dynamic import DynamicResult, ReplayWarning, _with_replay, replay
+
+    model = load("pendulum2", dtype=jnp.float64)
+    N = 6
+    tau = np.random.default_rng(0).uniform(-3.0, 3.0, (N, 2))
+    step = jax.jit(lambda q, v, t, h: integrators.step(model, q, v, t, h))
+
+    def chain(h, sub=1):
+        q, v = np.zeros(2), np.zeros(2)
+        qs, vs = [q], [v]
+        for t in tau:
+            for _ in range(sub):
+                q, v = (np.asarray(x) for x in step(q, v, t, h / sub))
+            qs.append(q)
+            vs.append(v)
+        return np.stack(qs), np.stack(vs)
+
+    qn, vn = chain(0.3)
+    qr, vr = replay(model, qn[0], tau, N * 0.3, substeps=1)
+    np.testing.assert_allclose(qr[0], qn, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(vr[0], vn, rtol=0, atol=1e-12)
+    qr, _ = replay(model, qn[0], tau, N * 0.3, substeps=10)
+    np.testing.assert_allclose(qr[0], chain(0.3, 10)[0], rtol=0, atol=1e-10)
+
+    def result(h):
+        q, v = chain(h)
+        one = np.ones(1)
+        return DynamicResult(q[None], v[None], tau[None], np.linspace(0, N * h, N + 1)[None], N * h * one,
+                             one.astype(bool), 0 * one, 0 * one, np.zeros(1, int), np.zeros((1, 1)),
+                             np.zeros((1, 1)))
+
+    with pytest.warns(ReplayWarning, match=r"problem 0 converged .* too coarse"):
+        coarse = _with_replay(model, result(0.3), "euler", 10, 1e-2)
+    err = np.abs(chain(0.3, 10)[0][-1] - chain(0.3)[0][-1]).max()
+    assert coarse.replay_error[0] == pytest.approx(err, rel=1e-9) and err > 1e-2 and not coarse.replay_ok[0]
+    assert coarse.to_dict()["replay_error"] == [coarse.replay_error[0]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fine = _with_replay(model, result(0.005), "euler", 10, 1e-2)
+    assert fine.replay_ok[0] and fine.replay_error[0] < 5e-3                 # measured 2.8e-3
+    with pytest.raises(CaliperError, match="substeps"):
+        replay(model, qn[0], tau, 1.0, substeps=0)
 
 
 def test_cli_dynamics_flags_fail_before_any_solve(capsys):

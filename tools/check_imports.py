@@ -11,13 +11,12 @@ or of JAX, with its kind: ``module`` (executed at import time: the module body, 
 
 Checks (each violation is listed; the exit code is 1 when there is any, else 0):
 
-* **cycles**: strongly connected components of the import graph between modules, import-time
-  (``module``) and function-local imports alike: a cycle hidden behind a function-local import is
-  still two modules that need each other (move the shared pieces to a module both import).
+* **cycles**: strongly connected components of the import-time (``module``) graph between modules.
   Importing ``a.b`` also runs ``a/__init__.py``; those implicit parent edges are not part of the
-  cycle graph (a package importing its own submodules is not a cycle). The few known cycles in
-  ``KNOWN_CYCLES`` that close only through function-local imports are reported as information
-  until they are removed; a new one, or a known one that gains an import-time loop, fails.
+  cycle graph (a package importing its own submodules is not a cycle). A cycle that closes only
+  through function-local imports is a violation as well (``local cycle``): a function-local import
+  hides a circle, it does not remove it -- the shared pieces belong in a module both import. The
+  exceptions would be listed in ``ALLOWED_LOCAL_CYCLES`` (reported as ``allowed``; none today).
 * **cli**: nothing outside ``caliper_jax/cli`` imports ``caliper_jax.cli`` (any kind).
 * **no-jax**: ``doctors``, ``caliper_jax.dataset`` (and the other JAX-free zones of
   docs/architecture.md: ``caliper_jax.io``, ``caliper_jax.errors``, ``robots``) import no
@@ -41,10 +40,8 @@ JAX_ROOTS = ("jax", "jaxlib")
 # the JAX-free zones of docs/architecture.md
 NO_JAX = ("doctors", "caliper_jax.dataset", "caliper_jax.io", "caliper_jax.errors", "robots")
 CLI = "caliper_jax.cli"
-# Cycles closing only through function-local imports that are tolerated for now, each as the sorted
-# tuple of its modules. tasks.env <-> tasks.env_mjx is being removed on another branch (issue 36):
-# the lead deletes this entry after merging it, leaving the set empty.
-KNOWN_CYCLES = frozenset({("tasks.env", "tasks.env_mjx")})
+# Cycles through function-local imports that are tolerated for now (each: its sorted modules).
+ALLOWED_LOCAL_CYCLES: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -201,8 +198,7 @@ def _parents(name: str) -> list[str]:
     return [".".join(parts[:n]) for n in range(1, len(parts))]
 
 
-def check(root: Path, known_cycles=KNOWN_CYCLES) -> dict:
-    """The report; ``known_cycles``: local-only cycles tolerated (sorted module tuples)."""
+def check(root: Path) -> dict:
     modules, imports = scan(root)
     internal = [i for i in imports if i.target in modules]
     graph_module: dict[str, set[str]] = {}
@@ -220,11 +216,9 @@ def check(root: Path, known_cycles=KNOWN_CYCLES) -> dict:
     cycles = [{"modules": c, "imports": edges_within(c, ("module",))}
               for c in strongly_connected(modules, graph_module)]
     in_cycles = {frozenset(c["modules"]) for c in cycles}
-    local_cycles = [{"modules": c, "imports": edges_within(c, ("module", "local"))}
+    local_cycles = [{"modules": c, "imports": edges_within(c, ("module", "local")),
+                     "allowed": tuple(c) in ALLOWED_LOCAL_CYCLES}
                     for c in strongly_connected(modules, graph_all) if frozenset(c) not in in_cycles]
-    known = [c for c in local_cycles if tuple(c["modules"]) in known_cycles]
-    cycles += [c for c in local_cycles if tuple(c["modules"]) not in known_cycles]
-    local_cycles = known
 
     cli_violations = [{"from": i.source, "to": i.target, "kind": i.kind, "line": i.line} for i in internal
                       if (i.target == CLI or i.target.startswith(CLI + "."))
@@ -275,7 +269,8 @@ def check(root: Path, known_cycles=KNOWN_CYCLES) -> dict:
         "local_cycles": local_cycles,
         "cli_violations": cli_violations,
         "jax_violations": jax_violations,
-        "ok": not (cycles or cli_violations or jax_violations),
+        "ok": not (cycles or cli_violations or jax_violations
+                   or any(not c["allowed"] for c in local_cycles)),
     }
 
 
@@ -291,13 +286,14 @@ def format_text(report: dict, verbose: bool = False) -> str:
     for v in report["jax_violations"]:
         lines.append(f"NO-JAX: {v['module']} imports JAX ({v['kind']}, line {v['line']}): "
                      + " -> ".join(v["via"]))
-    if report["local_cycles"]:
-        lines.append(f"note: {len(report['local_cycles'])} known cycle(s) close only through function-local "
-                     "imports (KNOWN_CYCLES, to be removed)" + ("" if verbose else "; --verbose lists them"))
-        if verbose:
-            for c in report["local_cycles"]:
-                lines.append(f"  local cycle: {', '.join(c['modules'])}")
-                lines += [f"    {e['from']}:{e['line']} -> {e['to']} ({e['kind']})" for e in c["imports"]]
+    for c in report["local_cycles"]:
+        if c["allowed"] and not verbose:
+            lines.append(f"note: allowed local cycle (ALLOWED_LOCAL_CYCLES): {', '.join(c['modules'])}")
+            continue
+        head = "note: allowed local cycle" if c["allowed"] else "LOCAL CYCLE"
+        lines.append(f"{head} ({len(c['modules'])} modules, closes through function-local imports): "
+                     f"{', '.join(c['modules'])}")
+        lines += [f"    {e['from']}:{e['line']} -> {e['to']} ({e['kind']})" for e in c["imports"]]
     lines.append("ok" if report["ok"] else "FAILED")
     return "\n".join(lines)
 
@@ -307,7 +303,7 @@ def main(argv=None) -> int:
     parser.add_argument("root", nargs="?", default=str(Path(__file__).resolve().parent.parent),
                         help="repository root (default: this checkout)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--verbose", action="store_true", help="also list cycles through local imports")
+    parser.add_argument("--verbose", action="store_true", help="list allowed local cycles in full")
     args = parser.parse_args(argv)
     report = check(Path(args.root))
     print(json.dumps(report, indent=2) if args.json else format_text(report, args.verbose))

@@ -20,7 +20,6 @@ from caliper_jax.cli.common import (
     at_least,
     budget,
     configuration,
-    coordinate_names,
     emit,
     finite_or_none,
     limit_warnings,
@@ -240,8 +239,7 @@ def cmd_trajopt(args) -> int:
     if args.dynamics:
         return _trajopt_dynamics(args, model, start, goal, spheres, exact, srdf, res)
     ok = bool(res.success[0])
-    held = [n for n, a, b in zip(coordinate_names(model), start, goal, strict=True)
-            if a == b and n not in free]
+    held = res.held[0] if res.held else []
     report = {"robot": model.name, "start": start.tolist(), "goal": goal.tolist(), "seed": args.seed,
               "success": ok, "cost": float(res.costs[0]), "initial_cost": float(res.initial_costs[0]),
               "chosen_init": int(res.chosen[0]), "inits": args.inits, "waypoints": res.paths[0].tolist(),

@@ -281,6 +281,7 @@ def cmd_resim(args) -> int:
 
 def cmd_rollout(args) -> int:
     """Exit 0 whatever the success rate (it is the measurement, not a failure)."""
+    from learn.verdicts import wilson_interval
     from tasks.demo import run_episodes
     from tasks.env import VecEnv
 
@@ -315,14 +316,6 @@ def cmd_rollout(args) -> int:
             + (f"\n  {note}" if note else (f"\n  plot: {args.png}" if args.png else "")))
     emit(args, report, text)
     return 0
-
-
-def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of k successes in n trials (honest at 0/n and n/n)."""
-    p, d = k / n, 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / d
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
 
 
 def _plot_paths(path, task, eps):

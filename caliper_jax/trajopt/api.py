@@ -76,11 +76,32 @@ class TrajoptResult:
     all_costs: np.ndarray    # (P, K)
     trace: np.ndarray | None = None  # (P, iterations) cost before each step of the chosen path
     fell_back: np.ndarray | None = None  # (P,) answered by the adam rerun (ChompOptions.fallback)
+    held: list | None = None  # P lists: the joints held at their start (start == goal, not in ``free``)
+
+    @property
+    def hints(self) -> list:
+        """Per problem: None, or for a failed problem that held joints, the sentence saying so (a
+        detour may need them: pass their names as ``free``)."""
+        held = self.held or [[] for _ in self.success]
+        return [None if ok or not h else
+                f"no collision-free path with joint(s) {', '.join(h)} held at their start (start == goal); "
+                f"pass free={h!r} to let the optimiser move them"
+                for ok, h in zip(self.success.tolist(), held, strict=True)]
 
     def to_dict(self) -> dict:
         return {"success": self.success.tolist(), "costs": self.costs.tolist(),
                 "chosen": self.chosen.tolist(), "initial_costs": self.initial_costs.tolist(),
-                "paths": self.paths.tolist()}
+                "held": self.held, "hints": self.hints, "paths": self.paths.tolist()}
+
+
+def _q_names(model: Model) -> list[str]:
+    """One name per position coordinate: its joint's (the driver's for a mimic), else ``q[i]``."""
+    names = [f"q[{i}]" for i in range(model.nq)]
+    for name in model.joint_names:
+        i = int(model.qfull_src[model.body_qadr[model.body_id(name)]])
+        if names[i] == f"q[{i}]":
+            names[i] = name
+    return names
 
 
 def trajopt(model: Model, starts, goals, obstacles=(), *, inits: int = 8, seed=0,
@@ -90,7 +111,9 @@ def trajopt(model: Model, starts, goals, obstacles=(), *, inits: int = 8, seed=0
     """Optimise paths from ``starts`` to ``goals`` ((P, nq) or (nq,)) among ``obstacles``.
 
     Only the joints whose start and goal differ move, plus those named in ``free`` (see
-    :func:`free_joints`): a joint the problem does not ask to move is held at its start.
+    :func:`free_joints`): a joint the problem does not ask to move is held at its start. The
+    result names them per problem (``held``) and, for a problem that failed while holding joints,
+    says so (``hints``).
 
     ``spheres``/``exact`` default to the sphere approximation and the exact colliders of the model
     among ``obstacles`` (``scene_kw`` -- srdf, disabled_pairs -- go to both builders).
@@ -147,8 +170,10 @@ def trajopt(model: Model, starts, goals, obstacles=(), *, inits: int = 8, seed=0
     pick = np.where(chosen >= 0, chosen, order[:, 0])
     rows = np.arange(P)
     trace = np.asarray(traces, dtype=np.float64)[rows, pick]
+    names = _q_names(model)
+    held = [[names[j] for j in np.flatnonzero(~moving[p])] for p in range(P)]
     result = TrajoptResult(paths[rows, pick], costs[rows, pick], chosen >= 0, chosen, c0, costs, trace,
-                           np.zeros(P, dtype=bool))
+                           np.zeros(P, dtype=bool), held)
     failed = np.flatnonzero(chosen < 0)
     if failed.size and opts.update == "covariant" and opts.fallback:
         # The covariant step settles on the nearest stationary point, which can leave the arm
@@ -175,4 +200,4 @@ def _merge(result: TrajoptResult, rows: np.ndarray, again: TrajoptResult) -> Tra
     fell_back = np.array(result.fell_back, copy=True)
     fell_back[take] = True
     return TrajoptResult(out["paths"], out["costs"], out["success"], out["chosen"], result.initial_costs,
-                         out["all_costs"], trace, fell_back)
+                         out["all_costs"], trace, fell_back, result.held)
