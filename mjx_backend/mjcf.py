@@ -153,7 +153,7 @@ def _set_material(el: ET.Element, material: Material | None) -> None:
 
 def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, ground: float | None = None,
                   props=(), material=None, ground_material=None, options=None, visual: bool = False,
-                  meshes: bool = True, weld_body: str | None = None) -> Mjcf:
+                  meshes: bool = True, weld_body: str | None = None, arm=None) -> Mjcf:
     """Generate the MJCF of ``model`` in a scene.
 
     ``actuators``: "motor" | "position" | "velocity" | "none". ``kp``/``kv``: servo gains (scalar,
@@ -161,6 +161,8 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
     ``material``: robot (and default ground) contact material, a preset name or a mapping; None
     keeps MuJoCo's defaults. ``weld_body``: our joint name or "auto" (the detected gripper) to
     add one inactive weld per prop for grasping. ``visual``: also export visual geoms (no contact).
+    ``arm``: an :class:`ArmPhysics` (gravity compensation, joint armature/damping overrides,
+    friction pads; see its doc), or None for the Model's own values and no pads.
     """
     if actuators not in ACTUATORS:
         raise CaliperError(f"actuators={actuators!r}: expected one of {', '.join(ACTUATORS)}")
@@ -209,6 +211,8 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
     jR, jp, axis = (np.asarray(x) for x in (model.jnt_R, model.jnt_p, model.jnt_axis))
     lower, upper = np.asarray(model.qpos_lower), np.asarray(model.qpos_upper)
     damping, armature = np.asarray(model.dof_damping), np.asarray(model.dof_armature)
+    if arm is not None:
+        damping, armature = arm.override(model, "damping", damping), arm.override(model, "armature", armature)
     friction, effort = np.asarray(model.dof_friction), np.asarray(model.dof_effort_limit)
     elements: dict[int, ET.Element] = {-1: world}
     actuated: list[str] = []
@@ -217,6 +221,8 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
         parent = model.body_parent[i]
         body = ET.SubElement(elements[parent], "body", name=body_names[i])
         _pose(body, jR[i], jp[i])
+        if arm is not None and arm.gravcomp and jname not in arm.no_gravcomp:
+            body.set("gravcomp", "1")
         elements[i] = body
         if jtype == "free":
             if parent != -1:
@@ -230,8 +236,11 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
             if mimic >= 0:
                 src = _mimic_source(model, i)
                 poly = f"{_f(model.mimic_offset[mimic])} {_f(model.mimic_multiplier[mimic])} 0 0 0"
-                ET.SubElement(equality, "joint", name=f"mimic_{jname}", joint1=jname, joint2=src,
-                              polycoef=poly)
+                eq = ET.SubElement(equality, "joint", name=f"mimic_{jname}", joint1=jname, joint2=src,
+                                   polycoef=poly)
+                if arm is not None and arm.mimic_solref is not None:
+                    eq.set("solref", _v(arm.mimic_solref))
+                    eq.set("solimp", _v(arm.mimic_solimp))
             else:
                 qa = model.qfull_src[model.body_qadr[i]]
                 va = model.vfull_src[model.body_vadr[i]]
@@ -282,6 +291,10 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
             el.set("contype", "0")
             el.set("conaffinity", "0")
             el.set("group", "2")
+        elif arm is not None and geom.link in arm.pad_links:
+            _set_material(el, arm.pad_material)
+            el.set("condim", str(arm.pad_condim))
+            el.set("name", f"{geom.link}_pad{k}")
         else:
             _set_material(el, robot_mat)
 
@@ -300,6 +313,14 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
         ET.SubElement(pb, "inertial", pos="0 0 0", mass=_f(prop.mass), diaginertia=_v(prop.inertia()))
         g = ET.SubElement(pb, "geom", name=prop.name, type=prop.kind, size=_v(prop.size), rgba=_v(prop.rgba))
         _set_material(g, prop.material)
+        if arm is not None and arm.pad_links:
+            # the prop's own friction decides its contacts (MuJoCo takes the higher-priority geom's
+            # friction and condim instead of the element-wise max), so a frictionless prop is ice
+            # (sliding friction 0 is a frictionless contact, condim 1: MuJoCo's pyramidal cone
+            # degenerates with a zero coefficient and condim > 1 -- a resting cube flies off, measured)
+            g.set("priority", "1")
+            frictionless = prop.material is not None and prop.material.friction[0] == 0.0
+            g.set("condim", "1" if frictionless else str(arm.pad_condim))
         if weld_mj is not None:
             eq = f"grasp_{prop.name}"
             ET.SubElement(equality, "weld", name=eq, body1=weld_mj, body2=prop.name, active="false")
