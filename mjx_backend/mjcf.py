@@ -37,6 +37,7 @@ from mjx_backend.options import SimOptions, as_options
 from mjx_backend.scene import Prop, as_props
 
 ACTUATORS = ("motor", "position", "velocity", "none")
+COLLIDERS = ("mesh", "primitive")
 MUJOCO_MESH_SUFFIXES = (".stl", ".obj", ".msh")
 _JOINT_TAG = {"revolute": "hinge", "prismatic": "slide", "ball": "ball"}
 
@@ -153,7 +154,8 @@ def _set_material(el: ET.Element, material: Material | None) -> None:
 
 def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, ground: float | None = None,
                   props=(), material=None, ground_material=None, options=None, visual: bool = False,
-                  meshes: bool = True, weld_body: str | None = None, arm=None) -> Mjcf:
+                  meshes: bool = True, weld_body: str | None = None, arm=None,
+                  colliders: str = "mesh") -> Mjcf:
     """Generate the MJCF of ``model`` in a scene.
 
     ``actuators``: "motor" | "position" | "velocity" | "none". ``kp``/``kv``: servo gains (scalar,
@@ -163,7 +165,12 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
     add one inactive weld per prop for grasping. ``visual``: also export visual geoms (no contact).
     ``arm``: an :class:`ArmPhysics` (gravity compensation, joint armature/damping overrides,
     friction pads; see its doc), or None for the Model's own values and no pads.
+    ``colliders``: "mesh" (mesh colliders as meshes) or "primitive" (each mesh collider replaced by
+    the capsule fitted to its vertices, :func:`fit_capsule`, and no robot self-contacts: the model
+    MJX compiles quickly and steps without mesh-mesh contact).
     """
+    if colliders not in COLLIDERS:
+        raise CaliperError(f"colliders={colliders!r}: expected one of {', '.join(COLLIDERS)}")
     if actuators not in ACTUATORS:
         raise CaliperError(f"actuators={actuators!r}: expected one of {', '.join(ACTUATORS)}")
     opts = as_options(options)
@@ -270,6 +277,18 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
         parent_el = elements[geom.body]
         k = counts[geom.link] = counts.get(geom.link, -1) + 1
         attrs = {"name": f"{geom.link}_{geom.role}{k}", "type": geom.kind}
+        if geom.kind == "mesh" and colliders == "primitive" and geom.role == "collision":
+            fit = fit_capsule(geom)
+            if fit is None:
+                notes.append(f"{geom.link}: mesh {geom.mesh_uri or '?'} has no vertices to fit a capsule to")
+                continue
+            a, b, r = fit
+            shape = {"type": "sphere", "pos": _v(a)} if np.array_equal(a, b) else \
+                {"type": "capsule", "fromto": _v([*a, *b])}
+            el = ET.SubElement(parent_el, "geom", name=attrs["name"], **shape, size=_f(r), contype="2",
+                               conaffinity="1")
+            _set_material(el, robot_mat)
+            continue
         if geom.kind == "mesh":
             if not meshes:
                 notes.append(f"{geom.link}: mesh collider skipped (meshes=False)")
@@ -297,6 +316,9 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
             el.set("name", f"{geom.link}_pad{k}")
         else:
             _set_material(el, robot_mat)
+        if geom.role == "collision" and colliders == "primitive":
+            el.set("contype", "2")          # touches props and the ground, never the robot itself
+            el.set("conaffinity", "1")
 
     # ---- frames as sites ---------------------------------------------------------------------
     for k, name in enumerate(model.frame_names):
@@ -358,6 +380,39 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
                 tuple(actuated), actuators, props, tuple(welds), weld_mj, ground, opts, tuple(notes))
 
 
+def fit_capsule(geom) -> tuple | None:
+    """(end a (3,), end b (3,), radius) in the geom's body frame: the capsule whose axis is the
+    principal axis of the mesh's vertices and whose radius is their largest distance from it, so it
+    covers every vertex (conservative: contacts start up to a few mm early on a tapered link); a
+    sphere (a == b) when the mesh is shorter than its width. None when the mesh has no vertices."""
+    if geom.mesh is None:
+        return None
+    try:
+        import trimesh
+
+        verts = np.asarray(trimesh.load(str(geom.mesh), force="mesh").vertices, np.float64)
+    except Exception:  # an unreadable mesh is a note, not a failed build
+        return None
+    if len(verts) == 0:
+        return None
+    R, p = np.asarray(geom.R, np.float64), np.asarray(geom.p, np.float64)
+    pts = (verts * np.asarray(geom.size, np.float64)) @ R.T + p
+    c = pts.mean(axis=0)
+    axis = np.linalg.svd(pts - c, full_matrices=False)[2][0]
+    t = (pts - c) @ axis
+    radial = np.linalg.norm((pts - c) - np.outer(t, axis), axis=1)
+    r = float(radial.max())
+    lo, hi = float(t.min()) + r, float(t.max()) - r
+    if hi - lo < 1e-3:                               # short and wide: a sphere about the middle
+        mid = 0.5 * (t.min() + t.max())
+        r = float(np.linalg.norm(pts - (c + mid * axis), axis=1).max())
+        lo = hi = mid
+    else:                                            # each vertex inside the capsule (ends included)
+        ends = np.clip(t, lo, hi)
+        r = float(np.linalg.norm(pts - (c + np.outer(ends, axis)), axis=1).max())
+    return c + lo * axis, c + hi * axis, r
+
+
 def _mimic_source(model: Model, i: int) -> str:
     """The joint a mimic body follows: the independent joint owning its source coordinate."""
     src_q = model.qfull_src[model.body_qadr[i]]
@@ -374,4 +429,4 @@ def save_mjcf(model: Model, path, **kwargs) -> Mjcf:
     return doc
 
 
-__all__ = ["ACTUATORS", "Mjcf", "Prop", "model_to_mjcf", "save_mjcf"]
+__all__ = ["ACTUATORS", "COLLIDERS", "Mjcf", "fit_capsule", "Prop", "model_to_mjcf", "save_mjcf"]

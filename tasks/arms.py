@@ -28,14 +28,16 @@ import numpy as np
 from mjx_backend.arm_physics import ArmPhysics
 from mjx_backend.materials import PRESETS
 
-GRASPS = ("weld", "friction")
-
 PANDA_ARM = tuple(f"panda_joint{i}" for i in range(1, 8))
-# Servo gains (N m/rad, N m s/rad; the finger N/m, N s/m), measured with
-# benchmarks/bench_arm_gains.py (implicitfast, 2 ms, gravcomp, armature 0.1): see docs/tasks.md.
+# Servo gains (N m/rad, N m s/rad; the finger N/m, N s/m), chosen from the tracking measured by
+# benchmarks/bench_arm_gains.py (implicitfast, 2 ms, gravcomp, armature 0.1; simulated time):
+# kp 4500 / 2000 with kv = kp / 10 was overdamped (0.1 rad step: 248 ms to 90 %, 0 % overshoot;
+# a 0.5 rad, 1 s minimum-jerk move lagged 87 mrad); kv = 0.03 kp gives 90 ms, <= 2.8 % overshoot
+# and 27 mrad lag (kv = 0.02 kp: 12 % overshoot). The finger: kp 1000 N/m pinches a 4 cm cube with
+# ~19 N (the steady force measured in tests/test_arm_grasp.py); kv 100 closes it in ~0.3 s.
 PANDA_KP = {**dict.fromkeys(PANDA_ARM[:4], 4500.0), **dict.fromkeys(PANDA_ARM[4:], 2000.0),
             "panda_finger_joint1": 1000.0}
-PANDA_KV = {**dict.fromkeys(PANDA_ARM[:4], 450.0), **dict.fromkeys(PANDA_ARM[4:], 200.0),
+PANDA_KV = {**dict.fromkeys(PANDA_ARM[:4], 135.0), **dict.fromkeys(PANDA_ARM[4:], 60.0),
             "panda_finger_joint1": 100.0}
 
 SO101_ARM = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
@@ -98,6 +100,30 @@ def arm_profile(robot_path) -> ArmProfile | None:
     return None
 
 
+def check_layout(task, profile: ArmProfile) -> None:
+    """Raise CaliperError("<field>: <what>") when a prop (moved by the task's declared ``prop_xy``
+    randomisation, worst case) lies beyond the arm's reach from its shoulder, or a zone's footprint
+    overlaps the robot base's disc."""
+    from caliper_jax.errors import CaliperError
+
+    base = np.asarray(profile.base, np.float64)
+    xy = dict(task.randomization or ()).get("prop_xy") or 0.0
+    for i, prop in enumerate(task.props):
+        far = float(np.linalg.norm(np.asarray(prop.pos) - base)) + np.sqrt(2.0) * xy
+        if far > profile.reach:
+            raise CaliperError(f"scene.props[{i}].pos: {prop.name!r} is out of reach of {profile.registry}: "
+                               f"{far:.3g} m from its shoulder {tuple(base)} with the prop_xy randomisation "
+                               f"(reach {profile.reach:g} m)")
+    for i, zone in enumerate(task.zones):
+        c, h = np.asarray(zone.center, np.float64), np.asarray(zone.half, np.float64)
+        nearest = np.clip(base[:2], c[:2] - h[:2], c[:2] + h[:2])        # footprint point nearest the base
+        gap = float(np.linalg.norm(nearest - base[:2]))
+        if gap < profile.base_radius:
+            raise CaliperError(f"scene.zones[{i}]: zone {zone.name!r} overlaps the {profile.registry} base "
+                               f"(its footprint comes within {gap:.3g} m of the base axis; base radius "
+                               f"{profile.base_radius:g} m)")
+
+
 def tcp_point(model, q, profile: ArmProfile) -> np.ndarray:
     """(3,) world position of the TCP at ``q`` (nq,)."""
     from caliper_jax.kinematics import frame_pose
@@ -109,4 +135,4 @@ def tcp_point(model, q, profile: ArmProfile) -> np.ndarray:
     return T[:3, 3].astype(np.float64)
 
 
-__all__ = ["ArmProfile", "GRASPS", "PROFILES", "arm_profile", "tcp_point"]
+__all__ = ["ArmProfile", "PROFILES", "arm_profile", "check_layout", "tcp_point"]

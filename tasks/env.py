@@ -73,28 +73,33 @@ _SCENES: OrderedDict = OrderedDict()
 _SCENES_KEPT = 4
 
 
-def resolve_task(task):
+def resolve_task(task, *, mjx: bool = False):
     """A :class:`tasks.scene.TaskScene` from a TaskScene, a Task, a task file path or a zoo name.
     The last few built scenes are reused while the task, its robot file and the precision
-    (``jax_enable_x64``) are unchanged."""
+    (``jax_enable_x64``) are unchanged. ``mjx``: the MJX engine's scene -- a registry arm gets its
+    primitive collision model (a TaskScene built with mesh colliders is rebuilt)."""
     import jax
 
+    from tasks.arms import arm_profile
     from tasks.scene import TaskScene, build_scene
     from tasks.schema import Task, find_task, load_task
 
     if isinstance(task, TaskScene):
-        return task
+        if not mjx or task.profile is None or task.colliders == "primitive":
+            return task
+        task = task.task
     if not isinstance(task, Task):
         task = load_task(find_task(task))
+    colliders = "primitive" if mjx and arm_profile(task.robot) is not None else "mesh"
     try:
         st = os.stat(task.robot)
-        key = (task, st.st_mtime_ns, st.st_size, bool(jax.config.jax_enable_x64))  # the model's precision
+        key = (task, st.st_mtime_ns, st.st_size, bool(jax.config.jax_enable_x64), colliders)
         hash(key)
     except (OSError, TypeError):                 # unreadable robot (build_scene says why) or unhashable
-        return build_scene(task)
+        return build_scene(task, colliders=colliders)
     ts = _SCENES.get(key)
     if ts is None:
-        ts = _SCENES[key] = build_scene(task)
+        ts = _SCENES[key] = build_scene(task, colliders=colliders)
         while len(_SCENES) > _SCENES_KEPT:
             _SCENES.popitem(last=False)
     _SCENES.move_to_end(key)
@@ -327,7 +332,7 @@ class VecEnv(EnvShapes):
         self.task = ts.task
         self.num_envs = int(num_envs)
         self.layout = S.make_layout(ts)
-        self.randomization = randomization
+        self.randomization = S.task_randomization(ts.task, randomization, _DEFAULT_RANDOMIZATION)
         if ts.scene.mjcf.actuators != "position":
             raise CaliperError(f"task {self.task.name}: VecEnv drives position servos; the scene was built "
                                f"with actuators={ts.scene.mjcf.actuators!r}")
@@ -351,7 +356,8 @@ class VecEnv(EnvShapes):
         P = len(names)
         self._prop_qpos = np.array([lay.prop_qposadr[n] + np.arange(7) for n in names], int).reshape(P, 7)
         self._prop_dof = np.array([lay.prop_dofadr[n] + np.arange(3) for n in names], int).reshape(P, 3)
-        self._weld_eq = np.array([lay.weld_eq[n] for n in names], int).reshape(P)
+        # friction-grasp scenes have no welds: the grasp rule then only reports the held flag
+        self._weld_eq = np.array([lay.weld_eq[n] for n in names] if lay.weld_eq else [], int).reshape(-1)
         self._jaw = S.jaw_body(ts)
         q0 = np.asarray(ts.q0, np.float64)
         self._qpos0 = lay.qpos_from_q(q0[None], base=mj.qpos0)[0]        # robot at q0, props at spawn
@@ -598,6 +604,9 @@ class VecEnv(EnvShapes):
         release dropped props, weld newly taken ones at their current pose in the jaw frame."""
         changed = held != self._held
         if not changed.any():
+            return
+        if not len(self._weld_eq):                            # friction grasp: physics holds the prop
+            self._held[:] = held
             return
         from caliper_jax.io.rotations import quat_conj, quat_mul
 

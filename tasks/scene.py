@@ -51,6 +51,7 @@ class TaskScene:
     q0: np.ndarray
     grasp: str = "weld"              # "weld" (the labelled heuristic) or "friction" (pads, physics)
     profile: object = None           # tasks.arms.ArmProfile of a registry arm, else None
+    colliders: str = "mesh"          # "mesh" (the C engine) or "primitive" (fitted capsules, for MJX)
 
     @property
     def name(self) -> str:
@@ -129,7 +130,8 @@ def resolve_gripper(task, model):
     try:
         return detect_gripper(model, spec.joint, spec.closed)
     except CaliperError as exc:
-        raise _fail(task, "gripper", exc) from None
+        why = f"{exc}; this task's props need one to be grasped" if task.props else exc
+        raise _fail(task, "gripper", why) from None
 
 
 def _check_props(task, model) -> None:
@@ -147,12 +149,14 @@ def _check_props(task, model) -> None:
         seen.add(prop.name)
 
 
-def build_scene(task, *, actuators: str = "position", kp=None, kv=None, options=None) -> TaskScene:
+def build_scene(task, *, actuators: str = "position", kp=None, kv=None, options=None,
+                colliders: str = "mesh") -> TaskScene:
     """Build ``task`` (a :class:`tasks.schema.Task`) into a compiled MuJoCo scene.
 
     ``kp`` / ``kv``: servo gains (scalar, per actuated joint, or {joint: gain}); None takes
     :data:`DEFAULT_KP` / :data:`DEFAULT_KV`. ``options``: simulation options (SimOptions or a
-    dict); None takes MuJoCo's defaults with the ``implicitfast`` integrator."""
+    dict); None takes MuJoCo's defaults with the ``implicitfast`` integrator. ``colliders``: "mesh"
+    or "primitive" (:func:`mjx_backend.mjcf.model_to_mjcf`; the MJX engine's model)."""
     from mjx_backend.layout import compile_scene
     from mjx_backend.options import as_options
 
@@ -165,6 +169,12 @@ def build_scene(task, *, actuators: str = "position", kp=None, kv=None, options=
     opts = as_options({"integrator": DEFAULT_INTEGRATOR} if options is None else options)
     profile, grasp = grasp_mode(task)
     if profile is not None:
+        from tasks.arms import check_layout
+
+        try:
+            check_layout(task, profile)
+        except CaliperError as exc:
+            raise CaliperError(f"task {task.name}: {exc}") from None
         kp = profile.kp if kp is None else kp
         kv = profile.kv if kv is None else kv
     weld = grasp == "weld" and bool(task.props)
@@ -172,10 +182,10 @@ def build_scene(task, *, actuators: str = "position", kp=None, kv=None, options=
         scene = compile_scene(model, actuators=actuators, kp=DEFAULT_KP if kp is None else kp,
                               kv=DEFAULT_KV if kv is None else kv, ground=task.ground, props=task.props,
                               options=opts, weld_body=gripper.joint if weld else None,
-                              arm=None if profile is None else profile.physics)
+                              arm=None if profile is None else profile.physics, colliders=colliders)
     except CaliperError as exc:
         raise _fail(task, "MuJoCo scene", exc) from None
-    return TaskScene(task, model, scene, gripper, q0, grasp, profile)
+    return TaskScene(task, model, scene, gripper, q0, grasp, profile, colliders)
 
 
 def grasp_mode(task):

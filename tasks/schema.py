@@ -110,12 +110,13 @@ class Task:
 
     def randomization_spec(self):
         """The declared randomisation as a :class:`tasks.env_spec.EnvRandomization` (None when the
-        task declares none)."""
+        task declares none; a field it does not name stays fixed)."""
         if self.randomization is None:
             return None
         from tasks.env_spec import EnvRandomization
 
-        return EnvRandomization(**dict(self.randomization))
+        fields = dict.fromkeys(_RANDOM_OFFSETS + _RANDOM_FACTORS)       # a field not declared is fixed
+        return EnvRandomization(**{**fields, **dict(self.randomization)})
 
 
 # ---- the loader -----------------------------------------------------------------------------------
@@ -125,6 +126,7 @@ class Task:
 
 TASK_SUFFIX = ".caliper-task.json"
 ZOO_DIR = Path(__file__).resolve().parent / "zoo"
+ARM_ZOO_DIR = ZOO_DIR / "arms"           # the registry-arm tasks (schema v2, friction grasps)
 
 _TOP_KEYS = ("version", "name", "robot", "q0", "scene", "gripper", "success", "horizonS", "fps")
 _TOP_KEYS_V2 = _TOP_KEYS + ("grasp", "randomization")
@@ -547,14 +549,16 @@ def task_to_dict(task: Task) -> dict:
 
 # ---- the zoo --------------------------------------------------------------------------------------
 
-def zoo_files() -> list[Path]:
-    """The zoo's task files, in file-name order."""
-    return sorted(ZOO_DIR.glob(f"*{TASK_SUFFIX}"))
+def zoo_files(arms: bool = False) -> list[Path]:
+    """The seed zoo's task files (``gripper_arm``), in file-name order; ``arms``: then the registry
+    arms' tasks (``zoo/arms/``)."""
+    out = sorted(ZOO_DIR.glob(f"*{TASK_SUFFIX}"))
+    return out + sorted(ARM_ZOO_DIR.glob(f"*{TASK_SUFFIX}")) if arms else out
 
 
-def _zoo_index() -> dict[str, Path]:
+def _zoo_index(arms: bool = True) -> dict[str, Path]:
     out = {}
-    for f in zoo_files():
+    for f in zoo_files(arms):
         try:
             name = json.loads(read_text(f, "task file")).get("name")
         except (json.JSONDecodeError, AttributeError):
@@ -564,9 +568,9 @@ def _zoo_index() -> dict[str, Path]:
     return out
 
 
-def zoo_names() -> list[str]:
-    """The zoo task names, in file order."""
-    return list(_zoo_index())
+def zoo_names(arms: bool = False) -> list[str]:
+    """The zoo task names, in file order (``arms``: the registry arms' tasks too)."""
+    return list(_zoo_index(arms))
 
 
 def find_task(name_or_path) -> Path:
