@@ -333,9 +333,11 @@ class MjxEnv(EnvShapes):
                                  s["q"].astype(self._gdtype), "position")
         target = cmd.q
         held, eq_active, leaves = w.held, d.eq_active, dict(w.model)
-        if L.nprop:
+        if L.nprop and len(self._weld_eq):
             held, eq_active, leaves["eq_data"] = self._grasp(s, held, target, eq_active, m.eq_data)
             m = m.replace(eq_data=leaves["eq_data"])
+        elif L.nprop:                                     # friction grasp: the held flag only
+            held, _, _ = self._grasp(s, held, target, eq_active, m.eq_data)
         d = d.replace(ctrl=target[self._ctrl_to_q].astype(d.ctrl.dtype), eq_active=eq_active)
         d = jax.lax.fori_loop(0, L.substeps, lambda _, x: mjx.step(m, x), d)
         d = mjx.kinematics(m, d)

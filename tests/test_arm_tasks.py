@@ -134,3 +134,30 @@ def test_expert_success_rate(name):
     eps, _ = _expert_run(name, 4, 100)
     k = sum(ep.success for ep in eps)
     assert k >= 95, (k, _wilson(k, 100))
+
+
+def test_primitive_model_covers_every_mesh_vertex():
+    """The MJX engine's Panda: no mesh geoms, one capsule (or sphere) per mesh collider, each
+    containing every vertex of its mesh (planted bug caught: a radius measured to the infinite
+    axis instead of the clipped segment leaves the link ends outside)."""
+    import trimesh
+
+    from caliper_jax.loading import load
+    from mjx_backend.mjcf import fit_capsule
+
+    ts = build_scene(_parse(LIFT), colliders="primitive")
+    mj = ts.scene.mj
+    assert 7 not in set(mj.geom_type.tolist())                          # mjGEOM_MESH
+    robot = [g for g in range(mj.ngeom) if mj.geom(g).name.startswith("panda_")]
+    assert all(mj.geom_contype[g] == 2 and mj.geom_conaffinity[g] == 1 for g in robot)
+    model = load(ts.task.robot)
+    meshes = [g for g in model.geoms if g.kind == "mesh" and g.role == "collision"]
+    assert len(meshes) == 9
+    for geom in meshes:
+        a, b, r = fit_capsule(geom)
+        v = np.asarray(trimesh.load(str(geom.mesh), force="mesh").vertices) * np.asarray(geom.size)
+        pts = v @ np.asarray(geom.R).T + np.asarray(geom.p)
+        ab = b - a
+        t = np.clip(((pts - a) @ ab) / max(float(ab @ ab), 1e-18), 0.0, 1.0)
+        dist = np.linalg.norm(pts - (a + np.outer(t, ab)), axis=1)
+        assert dist.max() <= r + 1e-9 and r < 0.14, (geom.link, dist.max(), r)
