@@ -15,6 +15,15 @@ at the start of every phase (never open loop from tick 0):
     release    open the gripper, wait RELEASE_S
     retreat    IK straight up by RETREAT_M, then hold
 
+A push task (``"expert": "push"`` in the task file) runs instead, gripper closed:
+
+    approach   IK above the pre-push point: behind the prop on the line from its centre to the
+               zone's centre, the closed pads' flat face towards the prop
+    lower      down to the prop's centre height
+    push       re-observe the prop and push its centre to the zone's centre along that line (IK at
+               PUSH_POINTS points of the straight line, one quintic time law over them)
+    retreat    back off PUSH_BACK_M and up, then hold
+
 Every move is one minimum-jerk (quintic) joint-space segment, rest to rest, timed so that no joint
 exceeds SPEED of its velocity limit (a quintic's peak speed is 15/8 of its mean). IK is the
 project's numerical solver (:func:`caliper_jax.ik.ik`) on a fixed batch shape, so it compiles once
@@ -37,6 +46,10 @@ STOP_TICKS = 4         # ticks of an unchanged finger opening that end the close
 STOP_EPS = 2e-4        # (m or rad) "unchanged"
 MAX_CLOSE_S = 1.0
 PRE_M = 0.10           # pre-grasp height above the grasp
+PAD_HALF_X = 0.00875   # (m) half width of the Panda's closed pads along the hand x axis (pushing face)
+PUSH_GAP_M = 0.02      # pre-push clearance between the pads and the prop
+PUSH_POINTS = 8
+PUSH_BACK_M = 0.03
 
 
 def _min_jerk(qa, qb, vmax, fps: int, scale: float) -> np.ndarray:
@@ -47,6 +60,18 @@ def _min_jerk(qa, qb, vmax, fps: int, scale: float) -> np.ndarray:
     s = np.arange(1, n + 1) / n
     blend = s ** 3 * (10 - 15 * s + 6 * s * s)
     return qa + (qb - qa) * blend[:, None]
+
+
+def _along(points, fps: int, vmax, scale: float) -> np.ndarray:
+    """(n, nq) rows through the joint waypoints ``points`` (K, nq), piecewise linear in joint space
+    on one quintic time law (rest at both ends), no joint above ``scale`` of its limit."""
+    seg = np.abs(np.diff(points, axis=0))
+    length = np.concatenate([[0.0], np.cumsum(np.max(seg / (scale * vmax), axis=1))])
+    T = max(1.875 * float(length[-1]), 2.0 / fps)
+    n = max(int(np.ceil(T * fps)), 1)
+    s = np.arange(1, n + 1) / n
+    u = length[-1] * s ** 3 * (10 - 15 * s + 6 * s * s)
+    return np.stack([np.interp(u, length, points[:, j]) for j in range(points.shape[1])], axis=1)
 
 
 def _leaf_of(pred):
@@ -76,6 +101,9 @@ class ArmExpert:
         prop, self.zone = _leaf_of(ts.task.success)
         self.prop = list(ts.prop_names).index(prop)
         self.half = np.asarray(ts.task.props[self.prop].size, np.float64)
+        self.push = getattr(ts.task, "expert", None) == "push"
+        if self.push and self.zone is None:
+            raise CaliperError(f"task {ts.name}: a push expert needs a zone in the success predicate")
         self.ground = 0.0 if ts.task.ground is None else float(ts.task.ground)
         self.vmax = np.asarray(model.dof_velocity_limit, np.float64)
         self.fps = env.layout.fps
@@ -152,6 +180,8 @@ class ArmExpert:
         pos, quat = parts["prop_pos"][w, self.prop], parts["prop_quat"][w, self.prop]
         phase = self.phase[w]
         try:
+            if self.push:
+                return self._advance_push(w, q, pos, phase)
             if phase == "start":
                 self.yaw[w] = self._prop_yaw(quat)
                 q[self.finger] = self.open
@@ -208,6 +238,52 @@ class ArmExpert:
         except CaliperError as exc:
             self.failed_plans.append((w, int(info["episode"]["index"][w]), f"{phase}: {exc}"))
             return self._plan(w, "hold", q)
+        return self._plan(w, "hold", self.rows[w][-1])
+
+    def _push_line(self, pos):
+        """(unit push direction (3,), yaw of the hand, start TCP (3,), end TCP (3,)) for a prop at pos."""
+        c = np.asarray(self.zone.center, np.float64)
+        d = np.array([c[0] - pos[0], c[1] - pos[1], 0.0])
+        d /= max(np.linalg.norm(d), 1e-9)
+        yaw = float(np.arctan2(d[1], d[0]))
+        yaw = (yaw + np.pi / 2) % np.pi - np.pi / 2            # the pads are symmetric: hand x = +-d
+        back = float(abs(d[:2]) @ self.half[:2]) + PAD_HALF_X   # prop centre to its face, plus the pad
+        z = pos[2]
+        start = np.array([pos[0], pos[1], z]) - d * (back + PUSH_GAP_M)
+        end = np.array([c[0], c[1], z]) - d * back
+        return d, yaw, start, end
+
+
+    def _advance_push(self, w: int, q, pos, phase) -> bool:
+        q = q.copy()
+        q[self.finger] = self.closed
+        if phase == "start":
+            _, self.yaw[w], start, _ = self._push_line(pos)
+            goal = self._ik(start + [0, 0, PRE_M], self.yaw[w], q)
+            goal[self.finger] = self.closed
+            return self._plan(w, "approach", _min_jerk(q, goal, self.vmax, self.fps, SPEED))
+        if phase == "approach":
+            _, self.yaw[w], start, _ = self._push_line(pos)
+            cur = self.rows[w][-1]
+            goal = self._ik(start, self.yaw[w], cur)
+            goal[self.finger] = self.closed
+            return self._plan(w, "lower", _min_jerk(cur, goal, self.vmax, self.fps, SLOW))
+        if phase == "lower":
+            _, _, _, end = self._push_line(pos)
+            cur = self.rows[w][-1]
+            tcp = self.tcp(cur)[:3, 3]
+            pts, seed = [cur], cur
+            for s in np.linspace(0.0, 1.0, PUSH_POINTS + 1)[1:]:
+                seed = self._ik(tcp + s * (end - tcp), self.yaw[w], seed)
+                seed[self.finger] = self.closed
+                pts.append(seed)
+            return self._plan(w, "push", _along(np.array(pts), self.fps, self.vmax, SLOW))
+        if phase == "push":
+            d, _, _, _ = self._push_line(pos)
+            cur = self.rows[w][-1]
+            goal = self._ik(self.tcp(cur)[:3, 3] - d * PUSH_BACK_M + [0, 0, RETREAT_M], self.yaw[w], cur)
+            goal[self.finger] = self.closed
+            return self._plan(w, "retreat", _min_jerk(cur, goal, self.vmax, self.fps, SPEED))
         return self._plan(w, "hold", self.rows[w][-1])
 
 

@@ -9,6 +9,8 @@ Version 2 (a superset: every version-1 file loads unchanged) adds
 - ``robot`` may be a registry name (``"panda"``, ``"so101"``; ``caliper info`` lists them);
 - ``grasp``: ``"friction"`` (pads and physics, the default on a registry arm) or ``"weld"`` (the
   labelled heuristic, the only grasp of ``gripper_arm``);
+- ``expert``: the skill of the task's scripted expert on a registry arm, ``"pick"`` (grasp, lift,
+  place; the default) or ``"push"`` (push the prop into the success zone without grasping);
 - ``randomization``: the task's declared per-episode randomisation, the fields of
   :class:`tasks.env_spec.EnvRandomization` (``prop_xy``, ``prop_yaw`` half-widths; ``prop_mass``,
   ``prop_friction``, ``damping``, ``gain``, ``gravity`` as ``[lo, hi]`` factors; null: fixed).
@@ -107,6 +109,7 @@ class Task:
     robot_name: str | None = None      # the registry name when ``robot`` was given as one (v2)
     grasp: str | None = None           # "weld" | "friction" | None (the robot's default) (v2)
     randomization: tuple | None = None  # ((field, value), ...) declared randomisation (v2)
+    expert: str | None = None          # the scripted expert's skill: "pick" (default) | "push" (v2)
 
     def randomization_spec(self):
         """The declared randomisation as a :class:`tasks.env_spec.EnvRandomization` (None when the
@@ -129,8 +132,9 @@ ZOO_DIR = Path(__file__).resolve().parent / "zoo"
 ARM_ZOO_DIR = ZOO_DIR / "arms"           # the registry-arm tasks (schema v2, friction grasps)
 
 _TOP_KEYS = ("version", "name", "robot", "q0", "scene", "gripper", "success", "horizonS", "fps")
-_TOP_KEYS_V2 = _TOP_KEYS + ("grasp", "randomization")
+_TOP_KEYS_V2 = _TOP_KEYS + ("grasp", "randomization", "expert")
 GRASPS = ("weld", "friction")
+EXPERTS = ("pick", "push")
 _RANDOM_OFFSETS = ("prop_xy", "prop_yaw")
 _RANDOM_FACTORS = ("prop_mass", "prop_friction", "damping", "gain", "gravity")
 _SCENE_KEYS = ("ground", "props", "zones")
@@ -472,8 +476,9 @@ def _parse(data, base_dir: Path, source: Path | None) -> Task:
     fps = _int(data["fps"], "fps") if data.get("fps") is not None else None
     grasp = _choice(data["grasp"], "grasp", GRASPS) if data.get("grasp") is not None else None
     randomization = _randomization(data["randomization"]) if data.get("randomization") is not None else None
+    expert = _choice(data["expert"], "expert", EXPERTS) if data.get("expert") is not None else None
     return Task(name, robot, q0, ground, props, zones, gripper, success, horizon, fps, source, version,
-                robot_name, grasp, randomization)
+                robot_name, grasp, randomization, expert)
 
 
 def parse_task(data: dict, base_dir: Path | None = None, source: str | Path | None = None) -> Task:
@@ -544,6 +549,8 @@ def task_to_dict(task: Task) -> dict:
         out["grasp"] = task.grasp
     if task.randomization is not None:
         out["randomization"] = {k: list(v) if isinstance(v, tuple) else v for k, v in task.randomization}
+    if task.expert is not None:
+        out["expert"] = task.expert
     return out
 
 

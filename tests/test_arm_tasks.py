@@ -56,6 +56,7 @@ def test_v2_registry_robot_grasp_and_randomization_round_trip():
     ({"randomization__prop_xy": -0.1}, "randomization.prop_xy", "must be >= 0"),
     ({"robot": "pandaa"}, "robot", "unknown robot 'pandaa'"),
     ({"version": 1}, "grasp", 'needs "version": 2'),
+    ({"expert": "throw"}, "expert", "'throw' is not one of pick, push"),
 ])
 def test_v2_errors_name_the_field(change, where, what):
     with pytest.raises(CaliperError) as exc:
@@ -90,7 +91,9 @@ def test_robot_without_gripper_for_a_grasping_task():
 
 def test_arm_zoo_is_listed_and_found():
     names = zoo_names(arms=True)
-    assert names[:5] == zoo_names() and {"panda-lift-cube", "panda-pick-place"} <= set(names)
+    assert names[:5] == zoo_names()
+    assert {"panda-lift-cube", "panda-pick-place", "panda-push-cube"} <= set(names)
+    assert load_task(find_task("panda-push-cube")).expert == "push"
     for name in names[5:]:
         task = load_task(find_task(name))
         assert task.version == 2 and task.grasp == "friction" and task.randomization is not None
@@ -129,7 +132,7 @@ def _wilson(k, n, z=1.959963984540054):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["panda-lift-cube", "panda-pick-place"])
+@pytest.mark.parametrize("name", ["panda-lift-cube", "panda-pick-place", "panda-push-cube"])
 def test_expert_success_rate(name):
     eps, _ = _expert_run(name, 4, 100)
     k = sum(ep.success for ep in eps)
