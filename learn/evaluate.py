@@ -223,9 +223,9 @@ class _Trained:
 
 class _Scripted:
     def __init__(self, env):
-        from tasks.expert import ScriptedExpert
+        from tasks.arm_expert import expert_for
 
-        self.expert = ScriptedExpert(env)
+        self.expert = expert_for(env)
 
     def begin(self, identity=None):
         pass

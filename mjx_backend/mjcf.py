@@ -37,6 +37,7 @@ from mjx_backend.options import SimOptions, as_options
 from mjx_backend.scene import Prop, as_props
 
 ACTUATORS = ("motor", "position", "velocity", "none")
+COLLIDERS = ("mesh", "primitive")
 MUJOCO_MESH_SUFFIXES = (".stl", ".obj", ".msh")
 _JOINT_TAG = {"revolute": "hinge", "prismatic": "slide", "ball": "ball"}
 
@@ -153,7 +154,8 @@ def _set_material(el: ET.Element, material: Material | None) -> None:
 
 def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, ground: float | None = None,
                   props=(), material=None, ground_material=None, options=None, visual: bool = False,
-                  meshes: bool = True, weld_body: str | None = None) -> Mjcf:
+                  meshes: bool = True, weld_body: str | None = None, arm=None,
+                  colliders: str = "mesh") -> Mjcf:
     """Generate the MJCF of ``model`` in a scene.
 
     ``actuators``: "motor" | "position" | "velocity" | "none". ``kp``/``kv``: servo gains (scalar,
@@ -161,7 +163,14 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
     ``material``: robot (and default ground) contact material, a preset name or a mapping; None
     keeps MuJoCo's defaults. ``weld_body``: our joint name or "auto" (the detected gripper) to
     add one inactive weld per prop for grasping. ``visual``: also export visual geoms (no contact).
+    ``arm``: an :class:`ArmPhysics` (gravity compensation, joint armature/damping overrides,
+    friction pads; see its doc), or None for the Model's own values and no pads.
+    ``colliders``: "mesh" (mesh colliders as meshes) or "primitive" (each mesh collider replaced by
+    the capsule fitted to its vertices, :func:`fit_capsule`, and no robot self-contacts: the model
+    MJX compiles quickly and steps without mesh-mesh contact).
     """
+    if colliders not in COLLIDERS:
+        raise CaliperError(f"colliders={colliders!r}: expected one of {', '.join(COLLIDERS)}")
     if actuators not in ACTUATORS:
         raise CaliperError(f"actuators={actuators!r}: expected one of {', '.join(ACTUATORS)}")
     opts = as_options(options)
@@ -209,6 +218,8 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
     jR, jp, axis = (np.asarray(x) for x in (model.jnt_R, model.jnt_p, model.jnt_axis))
     lower, upper = np.asarray(model.qpos_lower), np.asarray(model.qpos_upper)
     damping, armature = np.asarray(model.dof_damping), np.asarray(model.dof_armature)
+    if arm is not None:
+        damping, armature = arm.override(model, "damping", damping), arm.override(model, "armature", armature)
     friction, effort = np.asarray(model.dof_friction), np.asarray(model.dof_effort_limit)
     elements: dict[int, ET.Element] = {-1: world}
     actuated: list[str] = []
@@ -217,6 +228,8 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
         parent = model.body_parent[i]
         body = ET.SubElement(elements[parent], "body", name=body_names[i])
         _pose(body, jR[i], jp[i])
+        if arm is not None and arm.gravcomp and jname not in arm.no_gravcomp:
+            body.set("gravcomp", "1")
         elements[i] = body
         if jtype == "free":
             if parent != -1:
@@ -230,8 +243,11 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
             if mimic >= 0:
                 src = _mimic_source(model, i)
                 poly = f"{_f(model.mimic_offset[mimic])} {_f(model.mimic_multiplier[mimic])} 0 0 0"
-                ET.SubElement(equality, "joint", name=f"mimic_{jname}", joint1=jname, joint2=src,
-                              polycoef=poly)
+                eq = ET.SubElement(equality, "joint", name=f"mimic_{jname}", joint1=jname, joint2=src,
+                                   polycoef=poly)
+                if arm is not None and arm.mimic_solref is not None:
+                    eq.set("solref", _v(arm.mimic_solref))
+                    eq.set("solimp", _v(arm.mimic_solimp))
             else:
                 qa = model.qfull_src[model.body_qadr[i]]
                 va = model.vfull_src[model.body_vadr[i]]
@@ -261,6 +277,18 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
         parent_el = elements[geom.body]
         k = counts[geom.link] = counts.get(geom.link, -1) + 1
         attrs = {"name": f"{geom.link}_{geom.role}{k}", "type": geom.kind}
+        if geom.kind == "mesh" and colliders == "primitive" and geom.role == "collision":
+            fit = fit_capsule(geom)
+            if fit is None:
+                notes.append(f"{geom.link}: mesh {geom.mesh_uri or '?'} has no vertices to fit a capsule to")
+                continue
+            a, b, r = fit
+            shape = {"type": "sphere", "pos": _v(a)} if np.array_equal(a, b) else \
+                {"type": "capsule", "fromto": _v([*a, *b])}
+            el = ET.SubElement(parent_el, "geom", name=attrs["name"], **shape, size=_f(r), contype="2",
+                               conaffinity="1")
+            _set_material(el, robot_mat)
+            continue
         if geom.kind == "mesh":
             if not meshes:
                 notes.append(f"{geom.link}: mesh collider skipped (meshes=False)")
@@ -282,8 +310,15 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
             el.set("contype", "0")
             el.set("conaffinity", "0")
             el.set("group", "2")
+        elif arm is not None and geom.link in arm.pad_links:
+            _set_material(el, arm.pad_material)
+            el.set("condim", str(arm.pad_condim))
+            el.set("name", f"{geom.link}_pad{k}")
         else:
             _set_material(el, robot_mat)
+        if geom.role == "collision" and colliders == "primitive":
+            el.set("contype", "2")          # touches props and the ground, never the robot itself
+            el.set("conaffinity", "1")
 
     # ---- frames as sites ---------------------------------------------------------------------
     for k, name in enumerate(model.frame_names):
@@ -300,6 +335,14 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
         ET.SubElement(pb, "inertial", pos="0 0 0", mass=_f(prop.mass), diaginertia=_v(prop.inertia()))
         g = ET.SubElement(pb, "geom", name=prop.name, type=prop.kind, size=_v(prop.size), rgba=_v(prop.rgba))
         _set_material(g, prop.material)
+        if arm is not None and arm.pad_links:
+            # the prop's own friction decides its contacts (MuJoCo takes the higher-priority geom's
+            # friction and condim instead of the element-wise max), so a frictionless prop is ice
+            # (sliding friction 0 is a frictionless contact, condim 1: MuJoCo's pyramidal cone
+            # degenerates with a zero coefficient and condim > 1 -- a resting cube flies off, measured)
+            g.set("priority", "1")
+            frictionless = prop.material is not None and prop.material.friction[0] == 0.0
+            g.set("condim", "1" if frictionless else str(arm.pad_condim))
         if weld_mj is not None:
             eq = f"grasp_{prop.name}"
             ET.SubElement(equality, "weld", name=eq, body1=weld_mj, body2=prop.name, active="false")
@@ -337,6 +380,39 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
                 tuple(actuated), actuators, props, tuple(welds), weld_mj, ground, opts, tuple(notes))
 
 
+def fit_capsule(geom) -> tuple | None:
+    """(end a (3,), end b (3,), radius) in the geom's body frame: the capsule whose axis is the
+    principal axis of the mesh's vertices and whose radius is their largest distance from it, so it
+    covers every vertex (conservative: contacts start up to a few mm early on a tapered link); a
+    sphere (a == b) when the mesh is shorter than its width. None when the mesh has no vertices."""
+    if geom.mesh is None:
+        return None
+    try:
+        import trimesh
+
+        verts = np.asarray(trimesh.load(str(geom.mesh), force="mesh").vertices, np.float64)
+    except Exception:  # an unreadable mesh is a note, not a failed build
+        return None
+    if len(verts) == 0:
+        return None
+    R, p = np.asarray(geom.R, np.float64), np.asarray(geom.p, np.float64)
+    pts = (verts * np.asarray(geom.size, np.float64)) @ R.T + p
+    c = pts.mean(axis=0)
+    axis = np.linalg.svd(pts - c, full_matrices=False)[2][0]
+    t = (pts - c) @ axis
+    radial = np.linalg.norm((pts - c) - np.outer(t, axis), axis=1)
+    r = float(radial.max())
+    lo, hi = float(t.min()) + r, float(t.max()) - r
+    if hi - lo < 1e-3:                               # short and wide: a sphere about the middle
+        mid = 0.5 * (t.min() + t.max())
+        r = float(np.linalg.norm(pts - (c + mid * axis), axis=1).max())
+        lo = hi = mid
+    else:                                            # each vertex inside the capsule (ends included)
+        ends = np.clip(t, lo, hi)
+        r = float(np.linalg.norm(pts - (c + np.outer(ends, axis)), axis=1).max())
+    return c + lo * axis, c + hi * axis, r
+
+
 def _mimic_source(model: Model, i: int) -> str:
     """The joint a mimic body follows: the independent joint owning its source coordinate."""
     src_q = model.qfull_src[model.body_qadr[i]]
@@ -353,4 +429,4 @@ def save_mjcf(model: Model, path, **kwargs) -> Mjcf:
     return doc
 
 
-__all__ = ["ACTUATORS", "Mjcf", "Prop", "model_to_mjcf", "save_mjcf"]
+__all__ = ["ACTUATORS", "COLLIDERS", "Mjcf", "fit_capsule", "Prop", "model_to_mjcf", "save_mjcf"]

@@ -63,13 +63,13 @@ def run_episodes(env, episodes: int, *, progress=None, policy=None) -> tuple[lis
     count. ``policy``: None (the scripted expert) or ``policy(env)`` -> an object with
     ``act(obs (W, obs_dim), info) -> (W, nq)`` joint targets (sent rounded to float32). An env
     with cameras also gives each episode its frames (``Episode.images``, frame t of ``state`` row t)."""
-    from tasks.expert import ScriptedExpert
+    from tasks.arm_expert import expert_for
 
     if episodes < 1:
         raise CaliperError(f"episodes must be >= 1, got {episodes}")
     W, L = env.num_envs, env.layout
     need = -(-episodes // W)                     # episodes per world
-    expert = ScriptedExpert(env) if policy is None else policy(env)
+    expert = expert_for(env) if policy is None else policy(env)
     obs, info = env.reset()
     frames = [[] for _ in range(W)]
     done: list[Episode] = []

@@ -182,7 +182,7 @@ class VecEnv(EnvShapes):
         self.task = ts.task
         self.num_envs = int(num_envs)
         self.layout = S.make_layout(ts)
-        self.randomization = randomization
+        self.randomization = S.task_randomization(ts.task, randomization, _DEFAULT_RANDOMIZATION)
         if ts.scene.mjcf.actuators != "position":
             raise CaliperError(f"task {self.task.name}: VecEnv drives position servos; the scene was built "
                                f"with actuators={ts.scene.mjcf.actuators!r}")
@@ -206,7 +206,8 @@ class VecEnv(EnvShapes):
         P = len(names)
         self._prop_qpos = np.array([lay.prop_qposadr[n] + np.arange(7) for n in names], int).reshape(P, 7)
         self._prop_dof = np.array([lay.prop_dofadr[n] + np.arange(3) for n in names], int).reshape(P, 3)
-        self._weld_eq = np.array([lay.weld_eq[n] for n in names], int).reshape(P)
+        # friction-grasp scenes have no welds: the grasp rule then only reports the held flag
+        self._weld_eq = np.array([lay.weld_eq[n] for n in names] if lay.weld_eq else [], int).reshape(-1)
         self._jaw = S.jaw_body(ts)
         q0 = np.asarray(ts.q0, np.float64)
         self._qpos0 = lay.qpos_from_q(q0[None], base=mj.qpos0)[0]        # robot at q0, props at spawn
@@ -453,6 +454,9 @@ class VecEnv(EnvShapes):
         release dropped props, weld newly taken ones at their current pose in the jaw frame."""
         changed = held != self._held
         if not changed.any():
+            return
+        if not len(self._weld_eq):                            # friction grasp: physics holds the prop
+            self._held[:] = held
             return
         from caliper_jax.io.rotations import quat_conj, quat_mul
 

@@ -22,28 +22,33 @@ _SCENES: OrderedDict = OrderedDict()
 _SCENES_KEPT = 4
 
 
-def resolve_task(task):
+def resolve_task(task, *, mjx: bool = False):
     """A :class:`tasks.scene.TaskScene` from a TaskScene, a Task, a task file path or a zoo name.
     The last few built scenes are reused while the task, its robot file and the precision
-    (``jax_enable_x64``) are unchanged."""
+    (``jax_enable_x64``) are unchanged. ``mjx``: the MJX engine's scene -- a registry arm gets its
+    primitive collision model (a TaskScene built with mesh colliders is rebuilt)."""
     import jax
 
+    from tasks.arms import arm_profile
     from tasks.scene import TaskScene, build_scene
     from tasks.schema import Task, find_task, load_task
 
     if isinstance(task, TaskScene):
-        return task
+        if not mjx or task.profile is None or task.colliders == "primitive":
+            return task
+        task = task.task
     if not isinstance(task, Task):
         task = load_task(find_task(task))
+    colliders = "primitive" if mjx and arm_profile(task.robot) is not None else "mesh"
     try:
         st = os.stat(task.robot)
-        key = (task, st.st_mtime_ns, st.st_size, bool(jax.config.jax_enable_x64))  # the model's precision
+        key = (task, st.st_mtime_ns, st.st_size, bool(jax.config.jax_enable_x64), colliders)
         hash(key)
     except (OSError, TypeError):                 # unreadable robot (build_scene says why) or unhashable
-        return build_scene(task)
+        return build_scene(task, colliders=colliders)
     ts = _SCENES.get(key)
     if ts is None:
-        ts = _SCENES[key] = build_scene(task)
+        ts = _SCENES[key] = build_scene(task, colliders=colliders)
         while len(_SCENES) > _SCENES_KEPT:
             _SCENES.popitem(last=False)
     _SCENES.move_to_end(key)

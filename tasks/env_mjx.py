@@ -139,11 +139,12 @@ class MjxEnv(EnvShapes):
                  randomization: S.EnvRandomization | None = _DEFAULT_RANDOMIZATION,
                  nthread: int | None = None, cameras=None):
         _check_args(num_envs, randomization, nthread, seed)
-        self.task_scene = ts = resolve_task(task)
+        self.task_scene = ts = resolve_task(task, mjx=True)
         self.task = ts.task
         self.num_envs = int(num_envs)
         self.layout = S.make_layout(ts)
-        self.randomization = randomization
+        self.randomization = randomization = S.task_randomization(ts.task, randomization,
+                                                                  _DEFAULT_RANDOMIZATION)
         self._check_scene(ts)
         self._host_tables(ts)
         self._mx, self._d0 = _put_model(ts.scene.mj, ts.scene.mjcf.options.mjx_impl)
@@ -183,7 +184,7 @@ class MjxEnv(EnvShapes):
         self._prop_qpos = np.array([lay.prop_qposadr[n] + np.arange(7) for n in names], np.int64)
         self._prop_dof = np.array([lay.prop_dofadr[n] + np.arange(3) for n in names], np.int64)
         self._prop_qpos, self._prop_dof = self._prop_qpos.reshape(-1, 7), self._prop_dof.reshape(-1, 3)
-        self._weld_eq = np.array([lay.weld_eq[n] for n in names], np.int64).reshape(-1)
+        self._weld_eq = np.array([lay.weld_eq[n] for n in names] if lay.weld_eq else [], np.int64).reshape(-1)
         self._jaw = S.jaw_body(ts)
         self._q_to_qpos, self._v_to_dof, self._ctrl_to_q = lay.q_to_qpos, lay.v_to_dof, lay.ctrl_to_q
         q0 = np.asarray(ts.q0, np.float64)
@@ -317,6 +318,8 @@ class MjxEnv(EnvShapes):
         L = self.layout
         cand = S.grasp_candidates(L, jnp, s["jaw_pos"], s["jaw_rot"], s["pos"])
         new = S.grasp_update(jnp, held, S.closing(L, target), cand)
+        if not len(self._weld_eq):                       # friction grasp: physics holds the prop
+            return new, eq_active, eq_data
         props = jnp.arange(L.nprop)
         took = (new != held) & (new >= 0) & (props == new)                      # (P,)
         rel_pos = jnp.einsum("ji,pj->pi", s["jaw_rot"], s["pos"] - s["jaw_pos"])
@@ -338,9 +341,11 @@ class MjxEnv(EnvShapes):
                                  s["q"].astype(self._gdtype), "position")
         target = cmd.q
         held, eq_active, leaves = w.held, d.eq_active, dict(w.model)
-        if L.nprop:
+        if L.nprop and len(self._weld_eq):
             held, eq_active, leaves["eq_data"] = self._grasp(s, held, target, eq_active, m.eq_data)
             m = m.replace(eq_data=leaves["eq_data"])
+        elif L.nprop:                                     # friction grasp: the held flag only
+            held, _, _ = self._grasp(s, held, target, eq_active, m.eq_data)
         d = d.replace(ctrl=target[self._ctrl_to_q].astype(d.ctrl.dtype), eq_active=eq_active)
         d = jax.lax.fori_loop(0, L.substeps, lambda _, x: mjx.step(m, x), d)
         d = mjx.kinematics(m, d)

@@ -154,6 +154,14 @@ class EnvRandomization:
             object.__setattr__(self, name, (lo, hi))
 
 
+def task_randomization(task, given, default):
+    """The randomisation an env runs: ``given``, except that the env's default (``given is
+    default``) gives way to the randomisation the task file declares (schema v2)."""
+    if given is default and getattr(task, "randomization", None) is not None:
+        return task.randomization_spec()
+    return given
+
+
 def draw(spec: EnvRandomization | None, key, shapes: dict) -> dict:
     """One draw per world: {field: (W, *shape) array} for every enabled field (pure jax, jittable).
     ``shapes``: {field: (W, *shape)} -- prop_xy (W, P, 2), prop_yaw / prop_mass / prop_friction
@@ -285,4 +293,4 @@ def yaw_quat(xp, yaw):
 __all__ = ["DEFAULT_FPS", "DEFAULT_HORIZON_S", "EnvLayout", "EnvRandomization", "GRASP_MARGIN",
            "RANDOM_FIELDS", "closing", "control_rates", "draw", "grasp_candidates", "grasp_update",
            "jaw_body", "jaw_box", "make_layout", "observation", "observation_parts", "prop_reach",
-           "yaw_quat"]
+           "task_randomization", "yaw_quat"]

@@ -19,6 +19,11 @@ wrist, far too soft to hold a load):
   constant), so targets are tracked without overshoot and a held prop settles in well under 1 s.
 
 The effort limits of the URDF still clamp every servo force (``actuatorfrcrange``).
+
+A registry arm with a profile (:mod:`tasks.arms`: the Panda, the SO-101) takes its own gains,
+gravity compensation, armature/damping and friction pads instead, and grasps by friction unless
+the task says ``"grasp": "weld"`` (the heuristic, labelled: then one inactive weld per prop is
+generated as for ``gripper_arm``). ``"grasp": "friction"`` on a robot without pads is an error.
 """
 from __future__ import annotations
 
@@ -44,6 +49,9 @@ class TaskScene:
     scene: object
     gripper: object
     q0: np.ndarray
+    grasp: str = "weld"              # "weld" (the labelled heuristic) or "friction" (pads, physics)
+    profile: object = None           # tasks.arms.ArmProfile of a registry arm, else None
+    colliders: str = "mesh"          # "mesh" (the C engine) or "primitive" (fitted capsules, for MJX)
 
     @property
     def name(self) -> str:
@@ -90,9 +98,13 @@ def load_robot(task):
 
 
 def start_pose(task, model) -> np.ndarray:
-    """(nq,) ``task.q0`` (zeros when absent), checked for length, finiteness and joint limits."""
+    """(nq,) ``task.q0`` (when absent: a registry arm's home pose, else zeros), checked for length,
+    finiteness and joint limits."""
+    from tasks.arms import arm_profile
+
+    profile = arm_profile(task.robot) if task.q0 is None else None
     if task.q0 is None:
-        q0 = np.zeros(model.nq)
+        q0 = np.zeros(model.nq) if profile is None else np.asarray(profile.home, np.float64)
     else:
         q0 = np.asarray(task.q0, dtype=np.float64).reshape(-1)
         if q0.shape != (model.nq,):
@@ -118,7 +130,8 @@ def resolve_gripper(task, model):
     try:
         return detect_gripper(model, spec.joint, spec.closed)
     except CaliperError as exc:
-        raise _fail(task, "gripper", exc) from None
+        why = f"{exc}; this task's props need one to be grasped" if task.props else exc
+        raise _fail(task, "gripper", why) from None
 
 
 def _check_props(task, model) -> None:
@@ -136,12 +149,14 @@ def _check_props(task, model) -> None:
         seen.add(prop.name)
 
 
-def build_scene(task, *, actuators: str = "position", kp=None, kv=None, options=None) -> TaskScene:
+def build_scene(task, *, actuators: str = "position", kp=None, kv=None, options=None,
+                colliders: str = "mesh") -> TaskScene:
     """Build ``task`` (a :class:`tasks.schema.Task`) into a compiled MuJoCo scene.
 
     ``kp`` / ``kv``: servo gains (scalar, per actuated joint, or {joint: gain}); None takes
     :data:`DEFAULT_KP` / :data:`DEFAULT_KV`. ``options``: simulation options (SimOptions or a
-    dict); None takes MuJoCo's defaults with the ``implicitfast`` integrator."""
+    dict); None takes MuJoCo's defaults with the ``implicitfast`` integrator. ``colliders``: "mesh"
+    or "primitive" (:func:`mjx_backend.mjcf.model_to_mjcf`; the MJX engine's model)."""
     from mjx_backend.layout import compile_scene
     from mjx_backend.options import as_options
 
@@ -152,14 +167,39 @@ def build_scene(task, *, actuators: str = "position", kp=None, kv=None, options=
     if task.ground is not None and not np.isfinite(task.ground):
         raise _fail(task, "scene.ground", f"must be finite, got {task.ground}")
     opts = as_options({"integrator": DEFAULT_INTEGRATOR} if options is None else options)
+    profile, grasp = grasp_mode(task)
+    if profile is not None:
+        from tasks.arms import check_layout
+
+        try:
+            check_layout(task, profile)
+        except CaliperError as exc:
+            raise CaliperError(f"task {task.name}: {exc}") from None
+        kp = profile.kp if kp is None else kp
+        kv = profile.kv if kv is None else kv
+    weld = grasp == "weld" and bool(task.props)
     try:
         scene = compile_scene(model, actuators=actuators, kp=DEFAULT_KP if kp is None else kp,
                               kv=DEFAULT_KV if kv is None else kv, ground=task.ground, props=task.props,
-                              options=opts, weld_body=gripper.joint if task.props else None)
+                              options=opts, weld_body=gripper.joint if weld else None,
+                              arm=None if profile is None else profile.physics, colliders=colliders)
     except CaliperError as exc:
         raise _fail(task, "MuJoCo scene", exc) from None
-    return TaskScene(task, model, scene, gripper, q0)
+    return TaskScene(task, model, scene, gripper, q0, grasp, profile, colliders)
+
+
+def grasp_mode(task):
+    """(profile or None, "weld" | "friction") of ``task``: a registry arm with pads grasps by
+    friction unless the task asks for the weld; every other robot welds."""
+    from tasks.arms import arm_profile
+
+    profile = arm_profile(task.robot)
+    asked = getattr(task, "grasp", None)
+    if asked == "friction" and (profile is None or not profile.physics.pad_links):
+        raise _fail(task, "grasp", "'friction' needs a registry arm with gripper pads (panda, so101); "
+                    f"{task.robot.name} has none (use \"grasp\": \"weld\")")
+    return profile, asked or ("friction" if profile is not None else "weld")
 
 
 __all__ = ["DEFAULT_INTEGRATOR", "DEFAULT_KP", "DEFAULT_KV", "TaskScene", "build_scene", "load_robot",
-           "resolve_gripper", "start_pose"]
+           "grasp_mode", "resolve_gripper", "start_pose"]

@@ -1,4 +1,4 @@
-"""The task artifact (``*.caliper-task.json``, schema version 1): the data model.
+"""The task artifact (``*.caliper-task.json``, schema versions 1 and 2): the data model.
 
 A task is one JSON file: robot (a URDF path relative to the task file), start pose, scene (ground,
 props, zones), gripper, success predicate, horizon and fps. Zones are for the evaluator only and
@@ -12,6 +12,15 @@ allowed ('horizn_s' was unexpected)" against ours "FILE: horizn_s: unknown key (
 'horizonS'?)"). jsonschema checks lift-cube's top-level structure in 0.11 ms, the loader parses,
 checks every level and builds the Task in 0.76 ms (loaded machine): not a cost worth a second
 validator. Kept; the graph files' validator (caliper_jax.graph.validate) was not measured.
+Version 2 (a superset: every version-1 file loads unchanged) adds
+- ``robot`` may be a registry name (``"panda"``, ``"so101"``; ``caliper info`` lists them);
+- ``grasp``: ``"friction"`` (pads and physics, the default on a registry arm) or ``"weld"`` (the
+  labelled heuristic, the only grasp of ``gripper_arm``);
+- ``expert``: the skill of the task's scripted expert on a registry arm, ``"pick"`` (grasp, lift,
+  place; the default) or ``"push"`` (push the prop into the success zone without grasping);
+- ``randomization``: the task's declared per-episode randomisation, the fields of
+  :class:`tasks.env_spec.EnvRandomization` (``prop_xy``, ``prop_yaw`` half-widths; ``prop_mass``,
+  ``prop_friction``, ``damping``, ``gain``, ``gravity`` as ``[lo, hi]`` factors; null: fixed).
 """
 from __future__ import annotations
 
@@ -30,7 +39,8 @@ from caliper_jax.limits import check_depth, read_text
 from mjx_backend.materials import PRESETS, resolve_material
 from mjx_backend.scene import Prop
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+SCHEMA_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -102,6 +112,21 @@ class Task:
     horizon_s: float | None = None
     fps: int | None = None
     source: Path | None = None         # the file it was loaded from
+    version: int = 1                   # schema version it was written in
+    robot_name: str | None = None      # the registry name when ``robot`` was given as one (v2)
+    grasp: str | None = None           # "weld" | "friction" | None (the robot's default) (v2)
+    randomization: tuple | None = None  # ((field, value), ...) declared randomisation (v2)
+    expert: str | None = None          # the scripted expert's skill: "pick" (default) | "push" (v2)
+
+    def randomization_spec(self):
+        """The declared randomisation as a :class:`tasks.env_spec.EnvRandomization` (None when the
+        task declares none; a field it does not name stays fixed)."""
+        if self.randomization is None:
+            return None
+        from tasks.env_spec import EnvRandomization
+
+        fields = dict.fromkeys(_RANDOM_OFFSETS + _RANDOM_FACTORS)       # a field not declared is fixed
+        return EnvRandomization(**{**fields, **dict(self.randomization)})
 
 
 # ---- the loader -----------------------------------------------------------------------------------
@@ -111,8 +136,14 @@ class Task:
 
 TASK_SUFFIX = ".caliper-task.json"
 ZOO_DIR = Path(__file__).resolve().parent / "zoo"
+ARM_ZOO_DIR = ZOO_DIR / "arms"           # the registry-arm tasks (schema v2, friction grasps)
 
 _TOP_KEYS = ("version", "name", "robot", "q0", "scene", "gripper", "success", "horizonS", "fps")
+_TOP_KEYS_V2 = _TOP_KEYS + ("grasp", "randomization", "expert")
+GRASPS = ("weld", "friction")
+EXPERTS = ("pick", "push")
+_RANDOM_OFFSETS = ("prop_xy", "prop_yaw")
+_RANDOM_FACTORS = ("prop_mass", "prop_friction", "damping", "gain", "gravity")
 _SCENE_KEYS = ("ground", "props", "zones")
 _PROP_KEYS = ("name", "kind", "halfExtents", "radius", "length", "pos", "quat", "mass", "rgba", "material")
 _PROP_SIZE_KEYS = {"box": ("halfExtents",), "sphere": ("radius",), "cylinder": ("radius", "length")}
@@ -374,12 +405,44 @@ def _prop_to_dict(p: Prop) -> dict:
     return out
 
 
-def _robot(value, base_dir: Path) -> Path:
+def _robot(value, base_dir: Path, version: int = 1) -> tuple[Path, str | None]:
+    """(robot file, registry name or None): a path relative to the task file, or (version 2) a
+    registry name."""
     rel = _str(value, "robot")
     path = Path(rel) if Path(rel).is_absolute() else Path(base_dir) / rel
-    if not path.is_file():
-        _fail("robot", f"{rel!r} not found (looked for {path.resolve()})")
-    return path.resolve()
+    if path.is_file():
+        return path.resolve(), None
+    if version >= 2 and Path(rel).name == rel and not rel.endswith((".urdf", ".xml", ".xacro")):
+        import robots
+
+        try:
+            return robots.resolve(rel).resolve(), robots.canonical(rel)
+        except CaliperError as exc:
+            _fail("robot", str(exc))
+    _fail("robot", f"{rel!r} not found (looked for {path.resolve()})")
+
+
+def _randomization(d, path: str = "randomization") -> tuple:
+    """The declared randomisation: ((field, value), ...) in field order, checked."""
+    _obj(d, path, _RANDOM_OFFSETS + _RANDOM_FACTORS)
+    out = []
+    for key in _RANDOM_OFFSETS + _RANDOM_FACTORS:
+        if key not in d:
+            continue
+        value, kpath = d[key], _join(path, key)
+        if value is None:
+            out.append((key, None))
+        elif key in _RANDOM_OFFSETS:
+            a = _num(value, kpath)
+            if a < 0:
+                _fail(kpath, f"a half-width must be >= 0, got {a:g}")
+            out.append((key, a))
+        else:
+            lo, hi = _vec(value, kpath, 2)
+            if not 0 < lo <= hi:
+                _fail(kpath, f"need 0 < lo <= hi, got [{lo:g}, {hi:g}]")
+            out.append((key, (lo, hi)))
+    return tuple(out)
 
 
 def _int(value, path: str) -> int:
@@ -389,14 +452,19 @@ def _int(value, path: str) -> int:
 
 
 def _parse(data, base_dir: Path, source: Path | None) -> Task:
-    _obj(data, "", _TOP_KEYS, ("version", "name", "robot", "scene"))
-    version = data["version"]
-    if isinstance(version, bool) or not isinstance(version, int):
-        _fail("version", f"expected the integer {SCHEMA_VERSION}, got {_type(version)}")
-    if version != SCHEMA_VERSION:
-        _fail("version", f"unsupported schema version {version} (this reader knows {SCHEMA_VERSION})")
+    version = data.get("version") if isinstance(data, dict) else None
+    if isinstance(data, dict) and "version" in data:
+        if isinstance(version, bool) or not isinstance(version, int):
+            _fail("version", f"expected the integer 1 or 2, got {_type(version)}")
+        if version not in SCHEMA_VERSIONS:
+            _fail("version", f"unsupported schema version {version} (this reader knows "
+                             f"{', '.join(map(str, SCHEMA_VERSIONS))})")
+        for key in _TOP_KEYS_V2[len(_TOP_KEYS):]:
+            if version < 2 and key in data:
+                _fail(key, f"needs \"version\": 2 (this file says version {version})")
+    _obj(data, "", _TOP_KEYS_V2 if version == 2 else _TOP_KEYS, ("version", "name", "robot", "scene"))
     name = _str(data["name"], "name")
-    robot = _robot(data["robot"], base_dir)
+    robot, robot_name = _robot(data["robot"], base_dir, version)
     q0 = _vec(data["q0"], "q0") if data.get("q0") is not None else None
     scene = _obj(data["scene"], "scene", _SCENE_KEYS)
     ground = scene.get("ground", 0.0)
@@ -415,7 +483,11 @@ def _parse(data, base_dir: Path, source: Path | None) -> Task:
         success = _predicate(data["success"], "success", {z.name: z for z in zones}, [p.name for p in props])
     horizon = _positive(data["horizonS"], "horizonS") if data.get("horizonS") is not None else None
     fps = _int(data["fps"], "fps") if data.get("fps") is not None else None
-    return Task(name, robot, q0, ground, props, zones, gripper, success, horizon, fps, source)
+    grasp = _choice(data["grasp"], "grasp", GRASPS) if data.get("grasp") is not None else None
+    randomization = _randomization(data["randomization"]) if data.get("randomization") is not None else None
+    expert = _choice(data["expert"], "expert", EXPERTS) if data.get("expert") is not None else None
+    return Task(name, robot, q0, ground, props, zones, gripper, success, horizon, fps, source, version,
+                robot_name, grasp, randomization, expert)
 
 
 def parse_task(data: dict, base_dir: Path | None = None, source: str | Path | None = None) -> Task:
@@ -466,7 +538,9 @@ def task_to_dict(task: Task) -> dict:
             robot = Path(os.path.relpath(task.robot, task.source.parent)).as_posix()
         except ValueError:          # another drive (Windows)
             pass
-    out = {"version": SCHEMA_VERSION, "name": task.name, "robot": robot}
+    if task.robot_name is not None:
+        robot = task.robot_name
+    out = {"version": task.version, "name": task.name, "robot": robot}
     if task.q0 is not None:
         out["q0"] = list(task.q0)
     out["scene"] = {"ground": task.ground, "props": [_prop_to_dict(p) for p in task.props],
@@ -481,19 +555,27 @@ def task_to_dict(task: Task) -> dict:
         out["horizonS"] = task.horizon_s
     if task.fps is not None:
         out["fps"] = task.fps
+    if task.grasp is not None:
+        out["grasp"] = task.grasp
+    if task.randomization is not None:
+        out["randomization"] = {k: list(v) if isinstance(v, tuple) else v for k, v in task.randomization}
+    if task.expert is not None:
+        out["expert"] = task.expert
     return out
 
 
 # ---- the zoo --------------------------------------------------------------------------------------
 
-def zoo_files() -> list[Path]:
-    """The zoo's task files, in file-name order."""
-    return sorted(ZOO_DIR.glob(f"*{TASK_SUFFIX}"))
+def zoo_files(arms: bool = False) -> list[Path]:
+    """The seed zoo's task files (``gripper_arm``), in file-name order; ``arms``: then the registry
+    arms' tasks (``zoo/arms/``)."""
+    out = sorted(ZOO_DIR.glob(f"*{TASK_SUFFIX}"))
+    return out + sorted(ARM_ZOO_DIR.glob(f"*{TASK_SUFFIX}")) if arms else out
 
 
-def _zoo_index() -> dict[str, Path]:
+def _zoo_index(arms: bool = True) -> dict[str, Path]:
     out = {}
-    for f in zoo_files():
+    for f in zoo_files(arms):
         try:
             name = json.loads(read_text(f, "task file")).get("name")
         except (json.JSONDecodeError, AttributeError):
@@ -503,9 +585,9 @@ def _zoo_index() -> dict[str, Path]:
     return out
 
 
-def zoo_names() -> list[str]:
-    """The zoo task names, in file order."""
-    return list(_zoo_index())
+def zoo_names(arms: bool = False) -> list[str]:
+    """The zoo task names, in file order (``arms``: the registry arms' tasks too)."""
+    return list(_zoo_index(arms))
 
 
 def find_task(name_or_path) -> Path:

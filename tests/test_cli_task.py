@@ -17,7 +17,10 @@ def test_task_list_names_every_zoo_task(capsys):
     code, out, _ = run(capsys, "task", "list", "--json")
     assert code == 0
     rows = json.loads(out)["tasks"]
-    assert [r["name"] for r in rows] == zoo_names() and len(rows) == 5
+    assert [r["name"] for r in rows] == zoo_names(arms=True) and len(rows) > 5
+    assert [r["name"] for r in rows][:5] == zoo_names()
+    grasp = {r["name"]: r["grasp"] for r in rows}
+    assert grasp["lift-cube"] == "weld" and grasp["panda-pick-place"] == "friction"
     assert all(r["success"] for r in rows)
 
 

@@ -83,17 +83,21 @@ def require_runnable(task) -> None:
 
 
 def cmd_list(args) -> int:
+    from tasks.arms import arm_profile
     from tasks.predicates import describe
     from tasks.schema import load_task, zoo_files
 
     rows = []
-    for path in zoo_files():
+    for path in zoo_files(arms=True):
         t = load_task(path)
-        rows.append({"name": t.name, "file": path.name, "props": [p.name for p in t.props],
+        rows.append({"name": t.name, "file": path.name, "robot": t.robot_name or t.robot.stem,
+                     "grasp": t.grasp or ("friction" if arm_profile(t.robot) is not None else "weld"),
+                     "props": [p.name for p in t.props],
                      "horizon_s": t.horizon_s, "fps": t.fps,
                      "success": describe(t.success) if t.success is not None else None})
     width = max((len(r["name"]) for r in rows), default=4)
-    lines = [f"{r['name']:<{width}}  {', '.join(r['props']) or '-':<24} {r['horizon_s'] or '-':>5} s  "
+    lines = [f"{r['name']:<{width}}  {r['robot']:<11} {r['grasp']:<8} {', '.join(r['props']) or '-':<24} "
+             f"{r['horizon_s'] or '-':>5} s  "
              f"{r['success'] or 'no success predicate'}" for r in rows]
     emit(args, {"tasks": rows}, "\n".join(lines))
     return 0

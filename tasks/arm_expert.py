@@ -1,0 +1,300 @@
+"""Scripted experts for registry arms that grasp by friction (the Panda, the SO-101).
+
+A per-world phase machine over a :class:`tasks.env.VecEnv`, closed loop on the observed prop pose
+at the start of every phase (never open loop from tick 0):
+
+    approach   IK to a pre-grasp pose above the prop (gripper open), yaw matched to the prop's
+    descend    re-observe the prop, IK to the grasp (TCP at the prop centre), straight down along
+               the gripper's approach axis, slower
+    close      command the gripper closed; the phase ends when the finger stops (opening unchanged
+               for STOP_TICKS ticks: on the prop's faces, or at the finger stop when it missed)
+    lift       IK to the grasp raised by LIFT_M
+    carry      (a zone task) IK above the zone centre at the carry height
+    lower      re-observe the prop in the hand (its offset from the TCP) and lower it so that it
+               lands on the zone's centre RELEASE_GAP_M above the ground
+    release    open the gripper, wait RELEASE_S
+    retreat    IK straight up by RETREAT_M, then hold
+
+A push task (``"expert": "push"`` in the task file) runs instead, gripper closed:
+
+    approach   IK above the pre-push point: behind the prop on the line from its centre to the
+               zone's centre, the closed pads' flat face towards the prop
+    lower      down to the prop's centre height
+    push       re-observe the prop and push its centre to the zone's centre along that line (IK at
+               PUSH_POINTS points of the straight line, one quintic time law over them)
+    retreat    back off PUSH_BACK_M and up, then hold
+
+Every move is one minimum-jerk (quintic) joint-space segment, rest to rest, timed so that no joint
+exceeds SPEED of its velocity limit (a quintic's peak speed is 15/8 of its mean). IK is the
+project's numerical solver (:func:`caliper_jax.ik.ik`) on a fixed batch shape, so it compiles once
+per process; nothing rebuilds or recompiles a scene between episodes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from caliper_jax.errors import CaliperError
+
+SPEED = 0.5            # fraction of the joint velocity limits on free moves
+SLOW = 0.15            # fraction on the descent and the lowering
+LIFT_M = 0.15          # lift above the grasp (m)
+CARRY_Z = 0.17         # TCP height while carrying (m above the ground)
+RELEASE_GAP_M = 0.004  # prop bottom above the ground when released (m)
+RETREAT_M = 0.10
+RELEASE_S = 0.4
+STOP_TICKS = 4         # ticks of an unchanged finger opening that end the close phase
+STOP_EPS = 2e-4        # (m or rad) "unchanged"
+MAX_CLOSE_S = 1.0
+PRE_M = 0.10           # pre-grasp height above the grasp
+PAD_HALF_X = 0.00875   # (m) half width of the Panda's closed pads along the hand x axis (pushing face)
+PUSH_GAP_M = 0.02      # pre-push clearance between the pads and the prop
+PUSH_POINTS = 8
+PUSH_BACK_M = 0.03
+
+
+def _min_jerk(qa, qb, vmax, fps: int, scale: float) -> np.ndarray:
+    """(n, nq) rows every 1/fps from qa to qb (qa excluded, qb included) on a quintic time law."""
+    dq = np.abs(qb - qa)
+    T = max(1.875 * float(np.max(dq / (scale * vmax))), 2.0 / fps)
+    n = max(int(np.ceil(T * fps)), 1)
+    s = np.arange(1, n + 1) / n
+    blend = s ** 3 * (10 - 15 * s + 6 * s * s)
+    return qa + (qb - qa) * blend[:, None]
+
+
+def _along(points, fps: int, vmax, scale: float) -> np.ndarray:
+    """(n, nq) rows through the joint waypoints ``points`` (K, nq), piecewise linear in joint space
+    on one quintic time law (rest at both ends), no joint above ``scale`` of its limit."""
+    seg = np.abs(np.diff(points, axis=0))
+    length = np.concatenate([[0.0], np.cumsum(np.max(seg / (scale * vmax), axis=1))])
+    T = max(1.875 * float(length[-1]), 2.0 / fps)
+    n = max(int(np.ceil(T * fps)), 1)
+    s = np.arange(1, n + 1) / n
+    u = length[-1] * s ** 3 * (10 - 15 * s + 6 * s * s)
+    return np.stack([np.interp(u, length, points[:, j]) for j in range(points.shape[1])], axis=1)
+
+
+def _leaf_of(pred):
+    """(scored prop, zone or None) of a lift or place predicate (the first leaf that names a prop)."""
+    from tasks.schema import AllOf, AnyOf, PlacedInZone
+
+    if isinstance(pred, (AllOf, AnyOf)):
+        return _leaf_of(pred.terms[0])
+    return pred.prop, (pred.zone if isinstance(pred, PlacedInZone) else None)
+
+
+class ArmExpert:
+    """A host-side policy: ``act(obs, info)`` -> (W, nq) joint targets for a friction-grasp task."""
+
+    def __init__(self, env):
+        import jax
+        import jax.numpy as jnp
+
+        from caliper_jax.kinematics import frame_pose
+
+        ts = env.task_scene
+        if ts.profile is None or ts.task.success is None:
+            raise CaliperError(f"task {ts.name}: the arm expert needs a registry arm and a success predicate")
+        self.env, self.ts, self.layout, self.profile = env, ts, env.layout, ts.profile
+        model = ts.model
+        self.model = model
+        prop, self.zone = _leaf_of(ts.task.success)
+        self.prop = list(ts.prop_names).index(prop)
+        self.half = np.asarray(ts.task.props[self.prop].size, np.float64)
+        self.push = getattr(ts.task, "expert", None) == "push"
+        if self.push and self.zone is None:
+            raise CaliperError(f"task {ts.name}: a push expert needs a zone in the success predicate")
+        self.ground = 0.0 if ts.task.ground is None else float(ts.task.ground)
+        self.vmax = np.asarray(model.dof_velocity_limit, np.float64)
+        self.fps = env.layout.fps
+        self.finger = ts.gripper.q_index
+        self.open, self.closed = ts.gripper.open, ts.gripper.closed
+        frame = list(model.frame_names).index(self.profile.tcp)
+        self._fk = jax.jit(lambda q: frame_pose(model, q, frame))
+        self._jnp = jnp
+        W = env.num_envs
+        self.phase = ["start"] * W
+        self.rows: list = [None] * W
+        self.k = np.zeros(W, np.int64)
+        self.yaw = np.zeros(W)
+        self.still = np.zeros(W, np.int64)
+        self.last_open = np.zeros(W)
+        self.failed_plans: list[tuple[int, int, str]] = []
+
+    # ---- kinematics ----------------------------------------------------------------------------
+    def tcp(self, q) -> np.ndarray:
+        """(4, 4) world pose of the TCP at q (nq,)."""
+        return np.asarray(self._fk(self._jnp.asarray(q, self.model.dtype)), np.float64)
+
+    def _target(self, p, yaw) -> np.ndarray:
+        """TCP pose at p (3,): approach axis down (world -z), fingers closing along the prop's yaw."""
+        c, s = np.cos(yaw), np.sin(yaw)
+        T = np.eye(4)
+        T[:3, :3] = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ np.diag([1.0, -1.0, -1.0])
+        T[:3, 3] = p
+        return T
+
+    def _ik(self, p, yaw, seed) -> np.ndarray:
+        """(nq,) joints putting the TCP at p with the gripper yaw, seeded at ``seed``."""
+        from caliper_jax.ik import ik
+
+        sol = ik(self.model, self._target(p, yaw)[None], frame=self.profile.tcp, seed_q=seed[None],
+                 locked=(self.ts.model.joint_names[self.finger],), key=0)
+        if not bool(sol.success[0]):
+            raise CaliperError(f"no IK solution for the TCP at {np.round(p, 3).tolist()}")
+        return np.asarray(sol.q[0], np.float64)
+
+    @staticmethod
+    def _prop_yaw(quat) -> float:
+        """The prop's yaw about world z folded into [-pi/4, pi/4] (a box's grasp repeats every 90 deg)."""
+        w, x, y, z = quat
+        yaw = np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+        return float((yaw + np.pi / 4) % (np.pi / 2) - np.pi / 4)
+
+    # ---- the phase machine ---------------------------------------------------------------------
+    def act(self, obs, info) -> np.ndarray:
+        from tasks.env_spec import observation_parts
+
+        parts = observation_parts(self.layout, np.asarray(obs, np.float64))
+        ticks = np.asarray(info["episode"]["tick"])
+        out = np.empty((len(ticks), self.layout.nq))
+        for w, t in enumerate(ticks):
+            if t == 0:
+                self.phase[w], self.rows[w] = "start", None
+            rows = self.rows[w]
+            if rows is None or self.k[w] >= len(rows) or self.phase[w] == "close":
+                if self._advance(w, parts, info):
+                    rows = self.rows[w]
+            rows = self.rows[w]
+            out[w] = rows[min(self.k[w], len(rows) - 1)]
+            self.k[w] += 1
+        return out
+
+    def _plan(self, w, phase, rows) -> bool:
+        self.phase[w], self.rows[w], self.k[w] = phase, np.atleast_2d(rows), 0
+        return True
+
+    def _advance(self, w: int, parts: dict, info) -> bool:
+        """Move world ``w`` to its next phase from what it observes now."""
+        q = parts["q"][w].copy()
+        pos, quat = parts["prop_pos"][w, self.prop], parts["prop_quat"][w, self.prop]
+        phase = self.phase[w]
+        try:
+            if self.push:
+                return self._advance_push(w, q, pos, phase)
+            if phase == "start":
+                self.yaw[w] = self._prop_yaw(quat)
+                q[self.finger] = self.open
+                goal = self._ik(pos + [0, 0, PRE_M], self.yaw[w], q)
+                goal[self.finger] = self.open
+                return self._plan(w, "approach", _min_jerk(q, goal, self.vmax, self.fps, SPEED))
+            if phase == "approach":
+                self.yaw[w] = self._prop_yaw(quat)
+                cur = self.rows[w][-1]
+                goal = self._ik(pos, self.yaw[w], cur)
+                goal[self.finger] = self.open
+                return self._plan(w, "descend", _min_jerk(cur, goal, self.vmax, self.fps, SLOW))
+            if phase == "descend":
+                self.still[w], self.last_open[w] = 0, parts["q"][w, self.finger]
+                row = self.rows[w][-1].copy()
+                row[self.finger] = self.closed
+                return self._plan(w, "close", row)
+            if phase == "close":
+                opening = parts["q"][w, self.finger]
+                moved = abs(opening - self.last_open[w]) > STOP_EPS
+                self.still[w] = 0 if moved else self.still[w] + 1
+                self.last_open[w] = opening
+                if self.still[w] < STOP_TICKS and self.k[w] < MAX_CLOSE_S * self.fps:
+                    return False
+                cur = self.rows[w][-1]
+                tcp = self.tcp(cur)[:3, 3]
+                up = tcp + [0, 0, LIFT_M] if self.zone is None else np.array([*tcp[:2], CARRY_Z])
+                goal = self._ik(up, self.yaw[w], cur)
+                goal[self.finger] = self.closed
+                return self._plan(w, "lift", _min_jerk(cur, goal, self.vmax, self.fps, SPEED))
+            if phase == "lift" and self.zone is not None:
+                cur = self.rows[w][-1]
+                c = np.asarray(self.zone.center, np.float64)
+                goal = self._ik(np.array([c[0], c[1], CARRY_Z]), self.yaw[w], cur)
+                goal[self.finger] = self.closed
+                return self._plan(w, "carry", _min_jerk(cur, goal, self.vmax, self.fps, SPEED))
+            if phase == "carry":
+                cur = self.rows[w][-1]
+                offset = pos - self.tcp(q)[:3, 3]              # the prop in the hand, observed now
+                c = np.asarray(self.zone.center, np.float64)
+                land = np.array([c[0], c[1], self.ground + self.half[2] + RELEASE_GAP_M])
+                goal = self._ik(land - offset, self.yaw[w], cur)
+                goal[self.finger] = self.closed
+                return self._plan(w, "lower", _min_jerk(cur, goal, self.vmax, self.fps, SLOW))
+            if phase == "lower":
+                row = self.rows[w][-1].copy()
+                row[self.finger] = self.open
+                return self._plan(w, "release", np.repeat(row[None], round(RELEASE_S * self.fps), 0))
+            if phase == "release":
+                cur = self.rows[w][-1]
+                goal = self._ik(self.tcp(cur)[:3, 3] + [0, 0, RETREAT_M], self.yaw[w], cur)
+                goal[self.finger] = self.open
+                return self._plan(w, "retreat", _min_jerk(cur, goal, self.vmax, self.fps, SPEED))
+        except CaliperError as exc:
+            self.failed_plans.append((w, int(info["episode"]["index"][w]), f"{phase}: {exc}"))
+            return self._plan(w, "hold", q)
+        return self._plan(w, "hold", self.rows[w][-1])
+
+    def _push_line(self, pos):
+        """(unit push direction (3,), yaw of the hand, start TCP (3,), end TCP (3,)) for a prop at pos."""
+        c = np.asarray(self.zone.center, np.float64)
+        d = np.array([c[0] - pos[0], c[1] - pos[1], 0.0])
+        d /= max(np.linalg.norm(d), 1e-9)
+        yaw = float(np.arctan2(d[1], d[0]))
+        yaw = (yaw + np.pi / 2) % np.pi - np.pi / 2            # the pads are symmetric: hand x = +-d
+        back = float(abs(d[:2]) @ self.half[:2]) + PAD_HALF_X   # prop centre to its face, plus the pad
+        z = pos[2]
+        start = np.array([pos[0], pos[1], z]) - d * (back + PUSH_GAP_M)
+        end = np.array([c[0], c[1], z]) - d * back
+        return d, yaw, start, end
+
+
+    def _advance_push(self, w: int, q, pos, phase) -> bool:
+        q = q.copy()
+        q[self.finger] = self.closed
+        if phase == "start":
+            _, self.yaw[w], start, _ = self._push_line(pos)
+            goal = self._ik(start + [0, 0, PRE_M], self.yaw[w], q)
+            goal[self.finger] = self.closed
+            return self._plan(w, "approach", _min_jerk(q, goal, self.vmax, self.fps, SPEED))
+        if phase == "approach":
+            _, self.yaw[w], start, _ = self._push_line(pos)
+            cur = self.rows[w][-1]
+            goal = self._ik(start, self.yaw[w], cur)
+            goal[self.finger] = self.closed
+            return self._plan(w, "lower", _min_jerk(cur, goal, self.vmax, self.fps, SLOW))
+        if phase == "lower":
+            _, _, _, end = self._push_line(pos)
+            cur = self.rows[w][-1]
+            tcp = self.tcp(cur)[:3, 3]
+            pts, seed = [cur], cur
+            for s in np.linspace(0.0, 1.0, PUSH_POINTS + 1)[1:]:
+                seed = self._ik(tcp + s * (end - tcp), self.yaw[w], seed)
+                seed[self.finger] = self.closed
+                pts.append(seed)
+            return self._plan(w, "push", _along(np.array(pts), self.fps, self.vmax, SLOW))
+        if phase == "push":
+            d, _, _, _ = self._push_line(pos)
+            cur = self.rows[w][-1]
+            goal = self._ik(self.tcp(cur)[:3, 3] - d * PUSH_BACK_M + [0, 0, RETREAT_M], self.yaw[w], cur)
+            goal[self.finger] = self.closed
+            return self._plan(w, "retreat", _min_jerk(cur, goal, self.vmax, self.fps, SPEED))
+        return self._plan(w, "hold", self.rows[w][-1])
+
+
+def expert_for(env):
+    """The scripted expert of ``env``'s task: :class:`ArmExpert` on a friction-grasp registry arm,
+    else the seed's weld expert (:class:`tasks.expert.ScriptedExpert`)."""
+    if getattr(env.task_scene, "grasp", "weld") == "friction":
+        return ArmExpert(env)
+    from tasks.expert import ScriptedExpert
+
+    return ScriptedExpert(env)
+
+
+__all__ = ["ArmExpert", "expert_for"]

@@ -1,0 +1,138 @@
+"""Real arms in a contact scene: per-robot physics and grasp geometry for the registry arms.
+
+An :class:`ArmProfile` says what the URDF does not: servo gains, gravity compensation, joint
+armature / damping, which links are friction pads, the tool centre point (TCP) and the gripper's
+approach axis, a home pose and the reach. :func:`arm_profile` finds the profile of a task's robot
+(by the registry file it resolves to); robots without one (``gripper_arm``) keep the seed's
+scene and its weld grasp.
+
+Panda (``example-robot-data`` ``panda.urdf``): 7 revolute joints and two prismatic fingers; the
+URDF's ``<mimic>`` on ``panda_finger_joint2`` becomes a MuJoCo joint equality, so one position
+actuator on ``panda_finger_joint1`` drives both fingers (the coupling MuJoCo users write for the
+Franka hand). Gravity compensation on every body (the real arm's controller compensates gravity);
+armature 0.1 kg m^2 on the arm joints (reflected rotor inertia, the value MuJoCo Menagerie's Panda
+uses), damping 1 N m s/rad (the URDF's 0.003 is a placeholder). Pads: every collision box of the
+two finger links (the URDF's rubber tips, sledges and mounts), condim 4, the ``rubber`` preset.
+Gains: see :data:`PANDA_KP` and the figures measured by ``benchmarks/bench_arm_gains.py``.
+
+SO-101 (``so101.urdf``): 5 revolute joints and a revolute jaw (``gripper``). Its hobby servos do
+not compensate gravity, so no gravcomp; a position servo holds the load.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mjx_backend.arm_physics import ArmPhysics
+from mjx_backend.materials import PRESETS
+
+PANDA_ARM = tuple(f"panda_joint{i}" for i in range(1, 8))
+# Servo gains (N m/rad, N m s/rad; the finger N/m, N s/m), chosen from the tracking measured by
+# benchmarks/bench_arm_gains.py (implicitfast, 2 ms, gravcomp, armature 0.1; simulated time):
+# kp 4500 / 2000 with kv = kp / 10 was overdamped (0.1 rad step: 248 ms to 90 %, 0 % overshoot;
+# a 0.5 rad, 1 s minimum-jerk move lagged 87 mrad); kv = 0.03 kp gives 90 ms, <= 2.8 % overshoot
+# and 27 mrad lag (kv = 0.02 kp: 12 % overshoot). The finger: kp 1000 N/m pinches a 4 cm cube with
+# ~19 N (the steady force measured in tests/test_arm_grasp.py); kv 100 closes it in ~0.3 s.
+PANDA_KP = {**dict.fromkeys(PANDA_ARM[:4], 4500.0), **dict.fromkeys(PANDA_ARM[4:], 2000.0),
+            "panda_finger_joint1": 1000.0}
+PANDA_KV = {**dict.fromkeys(PANDA_ARM[:4], 135.0), **dict.fromkeys(PANDA_ARM[4:], 60.0),
+            "panda_finger_joint1": 100.0}
+
+SO101_ARM = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+SO101_KP = {**dict.fromkeys(SO101_ARM, 60.0), "gripper": 30.0}
+SO101_KV = {**dict.fromkeys(SO101_ARM, 3.0), "gripper": 1.0}
+
+
+@dataclass(frozen=True)
+class ArmProfile:
+    """``registry``: the robot's registry name. ``kp`` / ``kv``: {actuated joint: gain}.
+    ``physics``: the MJCF additions. ``tcp``: the frame between the pads, ``approach``: the unit
+    axis (in the TCP frame) along which the gripper approaches a grasp. ``home``: (nq,) a start
+    pose. ``reach``: (m) the radius about ``base`` (world xyz of the first joint) beyond which no
+    prop can be grasped. ``base_radius``: (m) the robot base's footprint radius, no zone within."""
+
+    registry: str
+    kp: dict
+    kv: dict
+    physics: ArmPhysics
+    tcp: str
+    approach: tuple
+    home: tuple
+    reach: float
+    base: tuple
+    base_radius: float
+    max_opening: float          # (m) widest prop the gripper can close on
+
+
+PROFILES = {
+    "panda": ArmProfile(
+        "panda", PANDA_KP, PANDA_KV,
+        ArmPhysics(gravcomp=True, armature=dict.fromkeys(PANDA_ARM, 0.1),
+                   damping=dict.fromkeys(PANDA_ARM, 1.0),
+                   pad_links=("panda_leftfinger", "panda_rightfinger"), pad_material=PRESETS["rubber"],
+                   pad_condim=4, mimic_solref=(0.005, 1.0)),
+        tcp="panda_hand_tcp", approach=(0.0, 0.0, 1.0),
+        home=(0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785, 0.04),
+        reach=0.855, base=(0.0, 0.0, 0.333), base_radius=0.12, max_opening=0.08),
+    "so101": ArmProfile(
+        "so101", SO101_KP, SO101_KV,
+        ArmPhysics(gravcomp=False, pad_links=("moving_jaw_so101_v1_link", "gripper_link"),
+                   pad_material=PRESETS["rubber"], pad_condim=4),
+        tcp="gripper_frame_link", approach=(0.0, 0.0, 1.0),
+        home=(0.0, -1.57, 1.57, 0.7, 0.0, 0.5),
+        reach=0.40, base=(0.0, 0.0, 0.12), base_radius=0.06, max_opening=0.06),
+}
+
+
+def arm_profile(robot_path) -> ArmProfile | None:
+    """The profile of the robot file ``robot_path`` (a registry arm), or None."""
+    import robots
+
+    path = Path(robot_path).resolve()
+    for name, profile in PROFILES.items():
+        try:
+            if robots.resolve(name).resolve() == path:
+                return profile
+        except Exception:      # example-robot-data missing: no registry arm can match
+            return None
+    return None
+
+
+def check_layout(task, profile: ArmProfile) -> None:
+    """Raise CaliperError("<field>: <what>") when a prop (moved by the task's declared ``prop_xy``
+    randomisation, worst case) lies beyond the arm's reach from its shoulder, or a zone's footprint
+    overlaps the robot base's disc."""
+    from caliper_jax.errors import CaliperError
+
+    base = np.asarray(profile.base, np.float64)
+    xy = dict(task.randomization or ()).get("prop_xy") or 0.0
+    for i, prop in enumerate(task.props):
+        far = float(np.linalg.norm(np.asarray(prop.pos) - base)) + np.sqrt(2.0) * xy
+        if far > profile.reach:
+            raise CaliperError(f"scene.props[{i}].pos: {prop.name!r} is out of reach of {profile.registry}: "
+                               f"{far:.3g} m from its shoulder {tuple(base)} with the prop_xy randomisation "
+                               f"(reach {profile.reach:g} m)")
+    for i, zone in enumerate(task.zones):
+        c, h = np.asarray(zone.center, np.float64), np.asarray(zone.half, np.float64)
+        nearest = np.clip(base[:2], c[:2] - h[:2], c[:2] + h[:2])        # footprint point nearest the base
+        gap = float(np.linalg.norm(nearest - base[:2]))
+        if gap < profile.base_radius:
+            raise CaliperError(f"scene.zones[{i}]: zone {zone.name!r} overlaps the {profile.registry} base "
+                               f"(its footprint comes within {gap:.3g} m of the base axis; base radius "
+                               f"{profile.base_radius:g} m)")
+
+
+def tcp_point(model, q, profile: ArmProfile) -> np.ndarray:
+    """(3,) world position of the TCP at ``q`` (nq,)."""
+    from caliper_jax.kinematics import frame_pose
+
+    frame = list(model.frame_names).index(profile.tcp)
+    import jax.numpy as jnp
+
+    T = np.asarray(frame_pose(model, jnp.asarray(q, model.dtype), frame))
+    return T[:3, 3].astype(np.float64)
+
+
+__all__ = ["ArmProfile", "PROFILES", "arm_profile", "check_layout", "tcp_point"]
