@@ -158,8 +158,18 @@ def task_randomization(task, given, default):
     """The randomisation an env runs: ``given``, except that the env's default (``given is
     default``) gives way to the randomisation the task file declares (schema v2)."""
     if given is default and getattr(task, "randomization", None) is not None:
-        return task.randomization_spec()
+        return declared_randomization(task)
     return given
+
+
+def declared_randomization(task) -> EnvRandomization | None:
+    """The randomisation a (v2) task file declares (None when it declares none; a field it does
+    not name stays fixed)."""
+    if task.randomization is None:
+        return None
+    from tasks.schema import RANDOM_FIELDS
+
+    return EnvRandomization(**{**dict.fromkeys(RANDOM_FIELDS), **dict(task.randomization)})
 
 
 def draw(spec: EnvRandomization | None, key, shapes: dict) -> dict:

@@ -118,16 +118,6 @@ class Task:
     randomization: tuple | None = None  # ((field, value), ...) declared randomisation (v2)
     expert: str | None = None          # the scripted expert's skill: "pick" (default) | "push" (v2)
 
-    def randomization_spec(self):
-        """The declared randomisation as a :class:`tasks.env_spec.EnvRandomization` (None when the
-        task declares none; a field it does not name stays fixed)."""
-        if self.randomization is None:
-            return None
-        from tasks.env_spec import EnvRandomization
-
-        fields = dict.fromkeys(_RANDOM_OFFSETS + _RANDOM_FACTORS)       # a field not declared is fixed
-        return EnvRandomization(**{**fields, **dict(self.randomization)})
-
 
 # ---- the loader -----------------------------------------------------------------------------------
 #
@@ -144,6 +134,7 @@ GRASPS = ("weld", "friction")
 EXPERTS = ("pick", "push")
 _RANDOM_OFFSETS = ("prop_xy", "prop_yaw")
 _RANDOM_FACTORS = ("prop_mass", "prop_friction", "damping", "gain", "gravity")
+RANDOM_FIELDS = _RANDOM_OFFSETS + _RANDOM_FACTORS    # the fields a task may declare (v2)
 _SCENE_KEYS = ("ground", "props", "zones")
 _PROP_KEYS = ("name", "kind", "halfExtents", "radius", "length", "pos", "quat", "mass", "rgba", "material")
 _PROP_SIZE_KEYS = {"box": ("halfExtents",), "sphere": ("radius",), "cylinder": ("radius", "length")}

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from caliper_jax.errors import CaliperError
+from tasks.env_spec import declared_randomization
 from tasks.scene import build_scene
 from tasks.schema import find_task, load_task, parse_task, task_to_dict, zoo_files, zoo_names
 
@@ -41,7 +42,7 @@ def test_v2_registry_robot_grasp_and_randomization_round_trip():
     task = _parse(LIFT)
     assert task.version == 2 and task.robot_name == "panda" and task.robot.name == "panda.urdf"
     assert task.grasp == "friction"
-    spec = task.randomization_spec()
+    spec = declared_randomization(task)
     assert spec.prop_xy == 0.05 and spec.prop_mass == (0.8, 1.2)
     assert spec.prop_yaw is None and spec.gain is None         # not declared: fixed
     out = task_to_dict(task)
