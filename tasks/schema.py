@@ -1,7 +1,9 @@
 """The task artifact (``*.caliper-task.json``, schema version 1): the data model.
 
 A task is one JSON file: robot (a URDF path relative to the task file), start pose, scene (ground,
-props, zones), gripper, success predicate, horizon and fps. Zones are for the evaluator only and
+props, zones), gripper, success predicate, horizon and fps; schema v2 adds an optional dense
+``"reward"`` block (:mod:`tasks.rewards`; a v1 file loads unchanged, its reward the 0/1 success
+flag). Zones are for the evaluator only and
 never become physics. The loader (:func:`load_task`) rejects unknown keys at every level, naming
 the key path.
 """
@@ -21,8 +23,11 @@ from caliper_jax.errors import CaliperError, NotFoundError
 from caliper_jax.limits import read_text
 from mjx_backend.materials import PRESETS, resolve_material
 from mjx_backend.scene import Prop
+from tasks.rewards import RewardSpec, parse_reward, reward_to_dict
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Versions this reader accepts; v2 only adds optional keys (``reward``), so a v1 file is a v2 file.
+READ_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,7 @@ class Task:
     horizon_s: float | None = None
     fps: int | None = None
     source: Path | None = None         # the file it was loaded from
+    reward: RewardSpec | None = None   # schema v2 dense reward block (None: the 0/1 success flag)
 
 
 # ---- the loader -----------------------------------------------------------------------------------
@@ -104,7 +110,7 @@ class Task:
 TASK_SUFFIX = ".caliper-task.json"
 ZOO_DIR = Path(__file__).resolve().parent / "zoo"
 
-_TOP_KEYS = ("version", "name", "robot", "q0", "scene", "gripper", "success", "horizonS", "fps")
+_TOP_KEYS = ("version", "name", "robot", "q0", "scene", "gripper", "success", "horizonS", "fps", "reward")
 _SCENE_KEYS = ("ground", "props", "zones")
 _PROP_KEYS = ("name", "kind", "halfExtents", "radius", "length", "pos", "quat", "mass", "rgba", "material")
 _PROP_SIZE_KEYS = {"box": ("halfExtents",), "sphere": ("radius",), "cylinder": ("radius", "length")}
@@ -383,8 +389,9 @@ def _parse(data, base_dir: Path, source: Path | None) -> Task:
     version = data["version"]
     if isinstance(version, bool) or not isinstance(version, int):
         _fail("version", f"expected the integer {SCHEMA_VERSION}, got {_type(version)}")
-    if version != SCHEMA_VERSION:
-        _fail("version", f"unsupported schema version {version} (this reader knows {SCHEMA_VERSION})")
+    if version not in READ_VERSIONS:
+        _fail("version", f"unsupported schema version {version} (this reader knows "
+                         f"{', '.join(map(str, READ_VERSIONS))})")
     name = _str(data["name"], "name")
     robot = _robot(data["robot"], base_dir)
     q0 = _vec(data["q0"], "q0") if data.get("q0") is not None else None
@@ -405,7 +412,13 @@ def _parse(data, base_dir: Path, source: Path | None) -> Task:
         success = _predicate(data["success"], "success", {z.name: z for z in zones}, [p.name for p in props])
     horizon = _positive(data["horizonS"], "horizonS") if data.get("horizonS") is not None else None
     fps = _int(data["fps"], "fps") if data.get("fps") is not None else None
-    return Task(name, robot, q0, ground, props, zones, gripper, success, horizon, fps, source)
+    reward = None
+    if data.get("reward") is not None:
+        if version < 2:
+            _fail("reward", f"needs schema version 2 (this file says version {version})")
+        reward = parse_reward(data["reward"], [p.name for p in props], [z.name for z in zones], _fail, _num,
+                              _obj, _hint)
+    return Task(name, robot, q0, ground, props, zones, gripper, success, horizon, fps, source, reward)
 
 
 def parse_task(data: dict, base_dir: Path | None = None, source: str | Path | None = None) -> Task:
@@ -455,7 +468,7 @@ def task_to_dict(task: Task) -> dict:
             robot = Path(os.path.relpath(task.robot, task.source.parent)).as_posix()
         except ValueError:          # another drive (Windows)
             pass
-    out = {"version": SCHEMA_VERSION, "name": task.name, "robot": robot}
+    out = {"version": 1 if task.reward is None else 2, "name": task.name, "robot": robot}
     if task.q0 is not None:
         out["q0"] = list(task.q0)
     out["scene"] = {"ground": task.ground, "props": [_prop_to_dict(p) for p in task.props],
@@ -470,6 +483,8 @@ def task_to_dict(task: Task) -> dict:
         out["horizonS"] = task.horizon_s
     if task.fps is not None:
         out["fps"] = task.fps
+    if task.reward is not None:
+        out["reward"] = reward_to_dict(task.reward)
     return out
 
 

@@ -148,8 +148,8 @@ _NAN = float("nan")
 
 BAD = [
     # version
-    ("version-2", _set("", "version", 2), "version", "unsupported schema version 2"),
-    ("version-string", _set("", "version", "1"), "version", "expected the integer 1"),
+    ("version-3", _set("", "version", 3), "version", "unsupported schema version 3"),
+    ("version-string", _set("", "version", "1"), "version", "expected the integer"),
     ("version-missing", _set("", "version", _DELETE), "version", "missing"),
     # wrong types
     ("name-number", _set("", "name", 5), "name", "non-empty string"),
