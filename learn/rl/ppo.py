@@ -55,7 +55,7 @@ class PPOConfig:
     ent_coef: float = 0.0
     max_grad_norm: float = 0.5
     reward_scale: float = 0.1
-    init_log_std: float = -1.0
+    init_log_std: float = -1.5
     actor_hidden: tuple = (64, 64)
     critic_hidden: tuple = (128, 128)
     anneal_lr: bool = True
