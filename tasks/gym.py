@@ -15,8 +15,9 @@ Conventions (``gymnasium.vector.VectorEnv``): ``single_observation_space`` Box(-
 AutoresetMode.SAME_STEP``): a finished world's returned observation is its new episode's first;
 on the steps where at least one world ended -- and only then -- ``info["final_obs"]`` (object
 array, None for worlds that did not finish) and ``info["final_info"]`` hold the finished
-episodes' last observation and verdict, each with its ``_key`` mask. VecEnv's ``info["episode"]`` counters are renamed
-``info["caliper_episode"]`` here, leaving ``"episode"`` to ``RecordEpisodeStatistics``.
+episodes' last observation and verdict, each with its ``_key`` mask. VecEnv's
+``info["episode"]`` counters are renamed ``info["caliper_episode"]`` here, leaving ``"episode"``
+to ``RecordEpisodeStatistics``.
 """
 from __future__ import annotations
 
@@ -91,7 +92,8 @@ class CaliperVectorEnv(VectorEnv):
                                f"{len(seeds)}")
         for i, s in enumerate(seeds):
             if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or not 0 <= s < 2 ** 31:
-                raise CaliperError(f"reset(seed=[...]): seed[{i}] must be an integer in [0, 2**31), got {s!r}")
+                raise CaliperError(f"reset(seed=[...]): seed[{i}] must be an integer in [0, 2**31), "
+                                   f"got {s!r}")
         return [int(s) for s in seeds]
 
     def step(self, actions):

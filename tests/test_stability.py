@@ -135,7 +135,8 @@ CASES: dict[str, Case] = {
                          "--config", '{"hidden": [8]}')),
     "learn eval": Case(("learn", "eval", "{ckpt}", "--task", "lift-cube", "--episodes", "2")),
     "learn rl": Case(("learn", "rl", "lift-cube", "--out", "{tmp}/rl", "--envs", "2", "--steps", "32",
-                      "--config", '{"rollout": 16, "minibatches": 2, "actor_hidden": [8], "critic_hidden": [8]}',
+                      "--config", '{"rollout": 16, "minibatches": 2, "actor_hidden": [8], '
+                                  '"critic_hidden": [8]}',
                       "--eval-episodes", "1"), rc=(0, 1)),
     "learn sweep": Case(("learn", "sweep", "{ckpt}", "--task", "lift-cube", "--episodes", "1", "--levels",
                          "none")),
