@@ -5,7 +5,6 @@ brax comes with the ``rl`` and ``test`` extras; stable-baselines3 needs torch (g
 libraries from PyPI), so its test runs where torch is installed and skips elsewhere, saying why."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 
