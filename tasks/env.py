@@ -42,7 +42,12 @@ holds the frames of ``info["final_obs"]``; on a tick where an episode ended the 
 twice (before and after the reset). Frozen worlds (``step(active=...)``) are rendered anyway, from
 their unchanged poses. The observation array stays the state vector.
 
-Reward: 1.0 on the tick success first fires (the tick that ends the episode), 0 otherwise.
+Reward: 1.0 on the tick success first fires (the tick that ends the episode), 0 otherwise -- or,
+for a task with a ``"reward"`` block (schema v2), ``success`` weight * that flag + the weighted dense
+terms of :mod:`tasks.rewards` on the state after the tick (NumPy twin), each term's weighted value
+per world in ``info["reward_terms"]`` ({} without a block). A non-finite term is a CaliperError
+naming it; an unstable world's terms are 0. ``action_rate`` compares the gated targets of
+consecutive ticks (the first tick of an episode against the start pose).
 
 Randomisation: episode ``e`` of world ``w`` draws :func:`tasks.env_spec.draw` from
 ``fold_in(fold_in(PRNGKey(seed), w), e)`` -- a world's episodes do not depend on the number of
@@ -67,6 +72,7 @@ from tasks.env_common import (  # noqa: F401  (re-exported: tasks.env.check_draw
     draw_shapes,
     resolve_task,
 )
+from tasks import rewards as R
 
 ENGINES = ("mujoco", "mjx")
 _DEFAULT_RANDOMIZATION = S.EnvRandomization()
@@ -388,6 +394,7 @@ class VecEnv(EnvShapes):
         self._tick[ids] = 0
         self._return[ids] = 0.0
         self._fresh[ids] = 1
+        self._prev_target[ids] = self._q0
 
     def _start_streams(self) -> None:
         import jax
@@ -403,6 +410,7 @@ class VecEnv(EnvShapes):
         self._success = np.zeros(W, bool)
         self._tick = np.zeros(W, np.int32)
         self._return = np.zeros(W, np.float64)
+        self._prev_target = np.zeros((W, self.layout.nq))
         self._draws = {}
         self._started = True
 
@@ -426,6 +434,7 @@ class VecEnv(EnvShapes):
         obs, _ = self._observe()
         W = self.num_envs
         info = self._info(np.zeros(W, bool), np.zeros(W, np.int32))
+        info["reward_terms"] = {t.name: np.zeros(W, np.float32) for t in self._reward_active}
         if self._render is not None:
             info["images"] = self._images()
         return obs, info
@@ -536,6 +545,8 @@ class VecEnv(EnvShapes):
             held = np.where(act, ints[:, io.held], self._held)
             self._v["ctrl"][act] = floats[act][:, self._ctrl_cols]
         flags = ints[:, io.flags]
+        target = floats[:, io.target] if act is None else np.where(act[:, None], floats[:, io.target],
+                                                                   self._prev_target)
         self._fresh[slice(None) if act is None else act] = 0
         self._weld(s, held)
         unstable = self._physics(None if act is None else np.flatnonzero(act))
@@ -546,7 +557,9 @@ class VecEnv(EnvShapes):
             fired &= act
         self._success |= fired
         self._tick += 1 if act is None else act
-        reward = fired.astype(np.float32)
+        terms = self._reward_terms(s, target, unstable, act)
+        reward = R.total(self.task.reward, fired, terms, np)
+        self._prev_target[:] = target
         self._return += reward
         truncated = ~fired & ((self._tick >= self.layout.horizon) | unstable)
         if act is not None:
@@ -564,11 +577,29 @@ class VecEnv(EnvShapes):
             if self._render is not None:
                 images = self._images()
         info = self._info(ended["final_success"], flags)
-        info.update(final_obs=final_obs, unstable=unstable)
+        info.update(final_obs=final_obs, unstable=unstable, reward_terms=terms)
         if self._render is not None:
             info.update(images=images, final_images=final_images)
         info["episode"].update(ended)
         return obs, reward, fired, truncated, info
+
+    @property
+    def _reward_active(self) -> tuple:
+        return () if self.task.reward is None else self.task.reward.active
+
+    def _reward_terms(self, s: dict, target, unstable, act) -> dict:
+        """{term: (W,) float32 weighted value} on the state ``s`` after the tick (0 in unstable and
+        frozen worlds); a non-finite value elsewhere raises, naming the term."""
+        if not self._reward_active:
+            return {}
+        ctx = R.context(self.task, self.layout, np, jaw_pos=s["jaw_pos"], jaw_rot=s["jaw_rot"], pos=s["pos"],
+                        pos0=self._pos0, held=self._held, target=target, prev_target=self._prev_target)
+        with np.errstate(invalid="ignore", over="ignore"):
+            values = R.terms(self.task.reward, ctx, np)
+        keep = ~unstable if act is None else (~unstable & act)
+        values = {k: np.where(keep, v, np.float32(0.0)) for k, v in values.items()}
+        R.check_finite(values, " (world index)")
+        return values
 
     def _check_active(self, active):
         if active is None:

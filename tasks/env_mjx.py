@@ -19,7 +19,8 @@ One control tick, per world (the CPU engine's order, :mod:`tasks.env`):
    actuated joints, then ``mjx.kinematics`` so positions and body poses agree (as the CPU
    engine's position stage);
 4. success: the task predicate's JAX twin on (prop pos, pos0, prop linear velocity), latched;
-5. ``terminated`` = success fired (reward 1 on that tick), ``truncated`` = horizon reached or the
+5. ``terminated`` = success fired (reward 1 on that tick, or the task's dense reward of
+   :mod:`tasks.rewards`, JAX twin, with ``info["reward_terms"]``), ``truncated`` = horizon reached or the
    world went non-finite; finished worlds reset in the same step (``jnp.where`` over the world's
    tree) and ``info`` keeps ``final_obs`` / ``final_success`` / ``final_return`` / ``final_length``.
 
@@ -71,6 +72,7 @@ from tasks.env_common import (
     draw_shapes,
     resolve_task,
 )
+from tasks import rewards as R
 from tasks.predicates import evaluator
 
 mjx = import_mjx()
@@ -97,6 +99,7 @@ class State(NamedTuple):
     info: dict         # success, final_success, final_obs, final_return, final_length, unstable,
                        # gate_flags, randomization {field: (W, ...)} draws of the current episodes
     key: Any           # base PRNG key of the randomisation streams (not per world)
+    target: Any = None  # (W, nq) gated joint targets of the last tick (the start pose after a reset)
 
 
 class Transition(NamedTuple):
@@ -195,6 +198,7 @@ class MjxEnv(EnvShapes):
             vel0[a:a + 6] = prop.velocity
         self._qvel0 = lay.qvel_from_v(np.zeros((1, L.nv)), self._qpos0[None], base=vel0)[0]
         self._ctrl0 = q0[lay.ctrl_to_q]
+        self._q0_target = q0
         self._draw_shapes = draw_shapes(L, mj.nu)
         self._evaluate = None if self.task.success is None else evaluator(self.task.success, names)
 
@@ -304,14 +308,16 @@ class MjxEnv(EnvShapes):
         obs = self._observe(s, held)
         info = {"success": no, "final_success": no, "final_obs": jnp.zeros_like(obs),
                 "final_return": jnp.zeros((), f32), "final_length": jnp.zeros((), jnp.int32), "unstable": no,
-                "gate_flags": jnp.zeros((), jnp.int32), "randomization": draws}
+                "gate_flags": jnp.zeros((), jnp.int32), "randomization": draws,
+                "reward_terms": {t.name: jnp.zeros((), f32) for t in self._reward_active}}
         if self.cameras:
             info["images"] = self._images(d)
             info["final_images"] = jax.tree_util.tree_map(jnp.zeros_like, info["images"])
         return State(data=d, model=leaves, safety=init_safety(s["q"].astype(self._gdtype), self.layout.nv),
                      held=held, success=no, tick=jnp.zeros((), jnp.int32),
                      episode=jnp.asarray(episode, jnp.int32), ret=jnp.zeros((), f32), pos0=s["pos"], obs=obs,
-                     reward=jnp.zeros((), f32), terminated=no, truncated=no, info=info, key=None)
+                     reward=jnp.zeros((), f32), terminated=no, truncated=no, info=info, key=None,
+                     target=jnp.asarray(self._q0_target, self._gdtype))
 
     def _grasp(self, s: dict, held, target, eq_active, eq_data):
         """(new held, eq_active, eq_data) of one world after the grasp rule on gated ``target``."""
@@ -358,24 +364,38 @@ class MjxEnv(EnvShapes):
         fired = now & ~w.success
         success = w.success | now
         tick = w.tick + 1
-        reward = fired.astype(jnp.float32)
+        terms = self._reward_terms(s, w, held, target, unstable)
+        reward = R.total(self.task.reward, fired, terms, jnp)
         ret = w.ret + reward
         truncated = ~fired & ((tick >= L.horizon) | unstable)
         done = fired | truncated
         final_images = self._images(d) if self.cameras else None
         stepped = w._replace(data=d, model=leaves, safety=safety, held=held, success=success, tick=tick,
-                             ret=ret, obs=obs, key=None,
+                             ret=ret, obs=obs, key=None, target=target,
                              info=dict(w.info, images=final_images) if self.cameras else w.info)
         fresh = self._reset_world(key, world, w.episode + 1)
         nxt = jax.tree_util.tree_map(lambda a, b: jnp.where(done, a, b), fresh, stepped)
         info = dict(nxt.info, final_success=success & done, final_obs=obs,
                     final_return=jnp.where(done, ret, 0.0).astype(jnp.float32),
                     final_length=jnp.where(done, tick, 0).astype(jnp.int32), unstable=unstable,
-                    gate_flags=jnp.asarray(warn.flags, jnp.int32))
+                    gate_flags=jnp.asarray(warn.flags, jnp.int32), reward_terms=terms)
         if self.cameras:
             info["final_images"] = final_images
         info["success"] = nxt.success
         return nxt._replace(reward=reward, terminated=fired, truncated=truncated, info=info)
+
+    @property
+    def _reward_active(self) -> tuple:
+        return () if self.task.reward is None else self.task.reward.active
+
+    def _reward_terms(self, s: dict, w: State, held, target, unstable) -> dict:
+        """{term: () float32 weighted value} of one world after its tick (0 when unstable)."""
+        if not self._reward_active:
+            return {}
+        ctx = R.context(self.task, self.layout, jnp, jaw_pos=s["jaw_pos"], jaw_rot=s["jaw_rot"], pos=s["pos"],
+                        pos0=w.pos0, held=held, target=target, prev_target=w.target)
+        return {k: jnp.where(unstable, 0.0, v).astype(jnp.float32)
+                for k, v in R.terms(self.task.reward, ctx, jnp).items()}
 
     # ---- pure functions over all worlds ------------------------------------------------------------
     def reset_state(self, key, episode=None, draws=None) -> State:
@@ -485,6 +505,7 @@ class MjxEnv(EnvShapes):
         i = st.info
         info["final_obs"] = np.asarray(i["final_obs"])
         info["unstable"] = np.asarray(i["unstable"])
+        R.check_finite(info["reward_terms"], " (world index)")
         if self.cameras:
             info["final_images"] = {k: np.asarray(v) for k, v in i["final_images"].items()}
         info["episode"].update(final_success=np.asarray(i["final_success"]),
@@ -499,7 +520,8 @@ class MjxEnv(EnvShapes):
                "held": np.asarray(st.held), "gate_flags": np.asarray(i["gate_flags"]),
                "randomization": {k: np.asarray(v) for k, v in i["randomization"].items()},
                "episode": {"index": np.asarray(st.episode), "tick": np.asarray(st.tick),
-                           "return": np.asarray(st.ret, np.float64)}}
+                           "return": np.asarray(st.ret, np.float64)},
+               "reward_terms": {k: np.asarray(v) for k, v in i["reward_terms"].items()}}
         if self.cameras:
             out["images"] = {k: np.asarray(v) for k, v in i["images"].items()}
         return out

@@ -10,12 +10,14 @@ Importing this module registers every zoo task as ``caliper/<name>-v0`` (``calip
 Conventions (``gymnasium.vector.VectorEnv``): ``single_observation_space`` Box(-inf, inf,
 (obs_dim,), float32), ``single_action_space`` Box(joint lower limits, upper limits, (nq,), float32)
 -- joint position targets, safety-gated inside; batched ``observation_space`` / ``action_space``;
-``reset(seed=, options=)``; ``step`` returns the 5-tuple. Autoreset is same-step
-(``metadata["autoreset_mode"] = AutoresetMode.SAME_STEP``): a finished world's returned
-observation is its new episode's first, and ``info["final_obs"]`` (object array, None for worlds
-that did not finish) / ``info["final_info"]`` hold the finished episode's last observation and
-verdict, each with its ``_key`` mask. VecEnv's ``info["episode"]`` counters are renamed
-``info["caliper_episode"]`` here, leaving ``"episode"`` to ``RecordEpisodeStatistics``.
+``reset(seed=, options=)`` (``seed``: one integer, a list of one integer per world, or None);
+``step`` returns the 5-tuple. Autoreset is same-step (``metadata["autoreset_mode"] =
+AutoresetMode.SAME_STEP``): a finished world's returned observation is its new episode's first;
+on the steps where at least one world ended -- and only then -- ``info["final_obs"]`` (object
+array, None for worlds that did not finish) and ``info["final_info"]`` hold the finished
+episodes' last observation and verdict, each with its ``_key`` mask. VecEnv's
+``info["episode"]`` counters are renamed ``info["caliper_episode"]`` here, leaving ``"episode"``
+to ``RecordEpisodeStatistics``.
 """
 from __future__ import annotations
 
@@ -62,18 +64,37 @@ class CaliperVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed=None, options: dict | None = None):
         """-> (obs (num_envs, obs_dim) float32, info). ``seed``: one integer for all worlds (world
-        w, episode e draws from ``fold_in(fold_in(PRNGKey(seed), w), e)``); None continues the
-        streams. ``options``: none are defined (None or {})."""
-        if seed is not None and not isinstance(seed, (int, np.integer)):
-            raise CaliperError(f"reset(seed=...): expected one integer for all worlds (each world derives "
-                               f"its own stream from it) or None, got {type(seed).__name__}")
+        w, episode e draws from ``fold_in(fold_in(PRNGKey(seed), w), e)``); a list of one integer
+        per world (world w starts from the draws episode 0 of world 0 gets under ``seed[w]``, so
+        equal seeds give equal starts; later episodes continue the streams of ``seed[0]``); None
+        continues the streams. ``options``: none are defined (None or {})."""
         if options:
             raise CaliperError(f"reset(options=...): no options are defined, got {sorted(options)}")
+        if isinstance(seed, (list, tuple, np.ndarray)):
+            seeds = self._seed_list(seed)
+            super().reset(seed=seeds[0])
+            draws = seeded_draws(self.env, seeds)
+            obs, info = self.env.reset(seed=seeds[0], options={"draws": draws})
+            return obs, _gym_info(info)
+        if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, bool)):
+            raise CaliperError(f"reset(seed=...): expected an integer, a list of {self.num_envs} integers "
+                               f"(one per world) or None, got {type(seed).__name__}")
         super().reset(seed=seed)
         obs, info = self.env.reset(seed=seed)
         return obs, _gym_info(info)
+
+    def _seed_list(self, seed) -> list:
+        seeds = list(np.asarray(seed, dtype=object).reshape(-1)) if not isinstance(seed, list) else seed
+        if len(seeds) != self.num_envs:
+            raise CaliperError(f"reset(seed=[...]): expected {self.num_envs} seeds (one per world), got "
+                               f"{len(seeds)}")
+        for i, s in enumerate(seeds):
+            if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or not 0 <= s < 2 ** 31:
+                raise CaliperError(f"reset(seed=[...]): seed[{i}] must be an integer in [0, 2**31), "
+                                   f"got {s!r}")
+        return [int(s) for s in seeds]
 
     def step(self, actions):
         """-> (obs, rewards (num_envs,) float32, terminations, truncations, info), same-step autoreset."""
@@ -88,13 +109,34 @@ class CaliperVectorEnv(VectorEnv):
         return f"CaliperVectorEnv({env.task.name!r}, num_envs={self.num_envs}, engine={env.engine!r})"
 
 
+def seeded_draws(env, seeds) -> dict:
+    """{field: (W, ...) float32}: world w gets the draws of episode 0 of world 0 under ``seeds[w]``
+    (either engine; {} without randomisation)."""
+    import jax
+
+    from tasks.env import draw_shapes
+    from tasks.env_spec import draw
+
+    if env.randomization is None:
+        return {}
+    shapes = draw_shapes(env.layout, env.task_scene.scene.mj.nu)
+
+    def one(s):
+        key = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(s), 0), 0)
+        return draw(env.randomization, key, shapes)
+
+    out = jax.jit(jax.vmap(one))(np.asarray(seeds, np.uint32))
+    return {k: np.asarray(v, np.float32) for k, v in out.items()}
+
+
 def _gym_info(info: dict, done=None) -> dict:
-    """VecEnv's info in gymnasium's vector form: ``episode`` -> ``caliper_episode``; with ``done``,
-    ``final_obs`` becomes an object array (None where the world did not finish) and the finished
-    episodes' verdicts go to ``final_info``, each with its ``_key`` mask."""
+    """VecEnv's info in gymnasium's vector form: ``episode`` -> ``caliper_episode``; on a step
+    where some world finished (``done`` any), ``final_obs`` becomes an object array (None where
+    the world did not finish) and the finished episodes' verdicts go to ``final_info``, each with
+    its ``_key`` mask; on other steps neither key is present."""
     out = {k: v for k, v in info.items() if k not in ("episode", "final_obs")}
     out["caliper_episode"] = info["episode"]
-    if done is None:
+    if done is None or not np.any(done):
         return out
     final = np.full(len(done), None, dtype=object)
     for i in np.flatnonzero(done):
@@ -122,4 +164,4 @@ def register_envs() -> list[str]:
 
 ENV_IDS = register_envs()
 
-__all__ = ["CaliperVectorEnv", "ENV_IDS", "NAMESPACE", "env_id", "register_envs"]
+__all__ = ["CaliperVectorEnv", "ENV_IDS", "NAMESPACE", "env_id", "register_envs", "seeded_draws"]

@@ -1,7 +1,9 @@
 """The task artifact (``*.caliper-task.json``, schema versions 1 and 2): the data model.
 
 A task is one JSON file: robot (a URDF path relative to the task file), start pose, scene (ground,
-props, zones), gripper, success predicate, horizon and fps. Zones are for the evaluator only and
+props, zones), gripper, success predicate, horizon and fps; schema v2 adds an optional dense
+``"reward"`` block (:mod:`tasks.rewards`; a v1 file loads unchanged, its reward the 0/1 success
+flag). Zones are for the evaluator only and
 never become physics. The loader (:func:`load_task`) rejects unknown keys at every level, naming
 the key path.
 
@@ -38,6 +40,7 @@ from caliper_jax.errors import CaliperError, NotFoundError
 from caliper_jax.limits import check_depth, read_text
 from mjx_backend.materials import PRESETS, resolve_material
 from mjx_backend.scene import Prop
+from tasks.rewards import RewardSpec, parse_reward, reward_to_dict
 
 SCHEMA_VERSION = 2
 SCHEMA_VERSIONS = (1, 2)
@@ -117,6 +120,7 @@ class Task:
     grasp: str | None = None           # "weld" | "friction" | None (the robot's default) (v2)
     randomization: tuple | None = None  # ((field, value), ...) declared randomisation (v2)
     expert: str | None = None          # the scripted expert's skill: "pick" (default) | "push" (v2)
+    reward: RewardSpec | None = None   # schema v2 dense reward block (None: the 0/1 success flag)
 
 
 # ---- the loader -----------------------------------------------------------------------------------
@@ -129,7 +133,7 @@ ZOO_DIR = Path(__file__).resolve().parent / "zoo"
 ARM_ZOO_DIR = ZOO_DIR / "arms"           # the registry-arm tasks (schema v2, friction grasps)
 
 _TOP_KEYS = ("version", "name", "robot", "q0", "scene", "gripper", "success", "horizonS", "fps")
-_TOP_KEYS_V2 = _TOP_KEYS + ("grasp", "randomization", "expert")
+_TOP_KEYS_V2 = _TOP_KEYS + ("grasp", "randomization", "expert", "reward")
 GRASPS = ("weld", "friction")
 EXPERTS = ("pick", "push")
 _RANDOM_OFFSETS = ("prop_xy", "prop_yaw")
@@ -477,8 +481,12 @@ def _parse(data, base_dir: Path, source: Path | None) -> Task:
     grasp = _choice(data["grasp"], "grasp", GRASPS) if data.get("grasp") is not None else None
     randomization = _randomization(data["randomization"]) if data.get("randomization") is not None else None
     expert = _choice(data["expert"], "expert", EXPERTS) if data.get("expert") is not None else None
+    reward = None
+    if data.get("reward") is not None:
+        reward = parse_reward(data["reward"], [p.name for p in props], [z.name for z in zones], _fail, _num,
+                              _obj, _hint)
     return Task(name, robot, q0, ground, props, zones, gripper, success, horizon, fps, source, version,
-                robot_name, grasp, randomization, expert)
+                robot_name, grasp, randomization, expert, reward)
 
 
 def parse_task(data: dict, base_dir: Path | None = None, source: str | Path | None = None) -> Task:
@@ -531,7 +539,7 @@ def task_to_dict(task: Task) -> dict:
             pass
     if task.robot_name is not None:
         robot = task.robot_name
-    out = {"version": task.version, "name": task.name, "robot": robot}
+    out = {"version": 2 if task.reward is not None else task.version, "name": task.name, "robot": robot}
     if task.q0 is not None:
         out["q0"] = list(task.q0)
     out["scene"] = {"ground": task.ground, "props": [_prop_to_dict(p) for p in task.props],
@@ -552,6 +560,8 @@ def task_to_dict(task: Task) -> dict:
         out["randomization"] = {k: list(v) if isinstance(v, tuple) else v for k, v in task.randomization}
     if task.expert is not None:
         out["expert"] = task.expert
+    if task.reward is not None:
+        out["reward"] = reward_to_dict(task.reward)
     return out
 
 

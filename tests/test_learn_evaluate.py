@@ -118,8 +118,9 @@ def hold_q0(obs):
 
 @pytest.fixture(scope="module")
 def lift():
-    """lift-cube with a 5 s horizon (the expert lifts by ~3.5 s): shorter failed episodes."""
-    return build_scene(dataclasses.replace(load_task(find_task("lift-cube")), horizon_s=5.0))
+    """lift-cube with a 5 s horizon (the expert lifts by ~3.5 s): shorter failed episodes; its 0/1
+    success reward (no dense terms), so returns are the success counts."""
+    return build_scene(dataclasses.replace(load_task(find_task("lift-cube")), horizon_s=5.0, reward=None))
 
 
 def dumps(result):
@@ -222,7 +223,7 @@ def test_bad_arguments():
 # ---- slow: the MJX engine and the serial baseline ------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny():
-    return build_scene(dataclasses.replace(load_task(find_task("lift-cube")), horizon_s=0.1))
+    return build_scene(dataclasses.replace(load_task(find_task("lift-cube")), horizon_s=0.1, reward=None))
 
 
 @pytest.mark.slow

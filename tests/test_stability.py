@@ -134,6 +134,10 @@ CASES: dict[str, Case] = {
                          "--train-config", '{"eval_every": 5, "log_every": 5, "warmup": 1}',
                          "--config", '{"hidden": [8]}')),
     "learn eval": Case(("learn", "eval", "{ckpt}", "--task", "lift-cube", "--episodes", "2")),
+    "learn rl": Case(("learn", "rl", "lift-cube", "--out", "{tmp}/rl", "--envs", "2", "--steps", "32",
+                      "--config", '{"rollout": 16, "minibatches": 2, "actor_hidden": [8], '
+                                  '"critic_hidden": [8]}',
+                      "--eval-episodes", "1"), rc=(0, 1)),
     "learn sweep": Case(("learn", "sweep", "{ckpt}", "--task", "lift-cube", "--episodes", "1", "--levels",
                          "none")),
     "learn profile": Case(("learn", "profile", "{ckpt}", "--task", "lift-cube", "--ticks", "10")),

@@ -125,15 +125,20 @@ def test_scripted_lift_succeeds_through_the_weld(lift):
     The same motion with the gripper open leaves the cube on the ground."""
     with VecEnv(lift, W, randomization=None) as env:
         env.reset()
+        total = np.zeros(W)
         for k in range(120):
             obs, reward, terminated, truncated, info = env.step(lift_action(env, k))
+            total += reward
             if k == 8:                    # the gated gripper target passes the close band at tick 6
                 assert info["held"].tolist() == [0, 0]
             if terminated.any():
                 break
         assert terminated.all() and not truncated.any()
-        assert info["final_success"].all() and reward.tolist() == [1.0, 1.0]
-        assert info["episode"]["final_return"].tolist() == [1.0, 1.0]
+        # the dense reward (tasks.rewards): success weight on the success tick plus the terms
+        sparse = reward - sum(info["reward_terms"].values())
+        np.testing.assert_allclose(sparse, [lift.task.reward.success] * W, rtol=1e-6)
+        assert info["final_success"].all()
+        np.testing.assert_allclose(info["episode"]["final_return"], total, rtol=1e-5)
         assert info["episode"]["final_length"].tolist() == [k + 1, k + 1]
         # same-step auto-reset: the returned obs starts episode 1, final_obs shows the lifted cube
         L, z0 = env.layout, lift.task.props[0].pos[2]
@@ -258,15 +263,42 @@ def test_gymnasium_vector_env(lift):
         assert envs.observation_space.contains(obs) and obs is not last
         assert reward.shape == terminated.shape == truncated.shape == (W,)
         assert "caliper_episode" in info and "episode" not in info
-        assert info["final_obs"].dtype == object and info["_final_obs"].dtype == bool
+        assert ("final_obs" in info) == ("final_info" in info) == bool((terminated | truncated).any())
         last = obs
-    with pytest.raises(CaliperError, match="one integer"):
-        envs.reset(seed=[1, 2])
+    with pytest.raises(CaliperError, match="expected 2 seeds"):
+        envs.reset(seed=[1, 2, 3])
+    with pytest.raises(CaliperError, match=r"seed\[1\] must be an integer"):
+        envs.reset(seed=[1, "2"])
     stats = gymnasium.wrappers.vector.RecordEpisodeStatistics(envs)
     stats.reset(seed=0)
     stats.step(envs.action_space.sample())
     stats.close()
     assert envs.closed
+
+
+def test_gym_seed_lists_and_final_keys_only_where_a_world_ended(lift):
+    """gymnasium's vector rules: ``reset(seed=[...])`` takes one seed per world (equal seeds, equal
+    starts; deterministic), and ``final_obs`` / ``final_info`` appear only on the steps where a
+    world ended, masked to those worlds."""
+    from tasks.gym import CaliperVectorEnv
+
+    short = dataclasses.replace(lift.task, horizon_s=0.06)            # 3 ticks at 50 fps
+    envs = CaliperVectorEnv(short, W)
+    a, _ = envs.reset(seed=[4, 4])
+    np.testing.assert_array_equal(a[0], a[1])                          # equal seeds, equal worlds
+    b, info = envs.reset(seed=[4, 9])
+    np.testing.assert_array_equal(b[0], a[0])
+    assert not np.array_equal(b[1], a[1])
+    np.testing.assert_array_equal(envs.reset(seed=[4, 9])[0], b)
+    assert info["randomization"]["prop_xy"].shape == (W, 1, 2)
+    hold_ = np.tile(lift.q0, (W, 1)).astype(np.float32)
+    for t in range(3):
+        obs, reward, terminated, truncated, info = envs.step(hold_)
+        if t < 2:
+            assert "final_obs" not in info and "final_info" not in info and "_final_obs" not in info
+    assert truncated.all() and info["_final_obs"].tolist() == [True, True]
+    assert info["final_obs"][0].shape == (envs.env.obs_dim,) and info["final_info"]["_success"].all()
+    envs.close()
 
 
 @pytest.mark.parametrize("name", ["place-cube", "hold-cube-high", "sort-blocks", "precise-place"])

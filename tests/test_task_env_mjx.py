@@ -157,6 +157,15 @@ def test_parity_with_the_cpu_engine_first_100_ticks(env, task_scene):
         np.testing.assert_array_equal(im["gate_flags"], ic["gate_flags"])
         assert not (tc.any() or uc.any() or tm.any() or um.any())
         err[t] = np.linalg.norm(prop_pos(L, im["final_obs"]) - prop_pos(L, ic["final_obs"]), axis=-1)
+        # the dense reward terms (tasks.rewards): the JAX twin in the scan vs the NumPy twin, within
+        # what the engines' prop position gap moves them (Lipschitz: weight / scale or height <= 25 /m)
+        assert im["reward_terms"].keys() == ic["reward_terms"].keys() and ic["reward_terms"]
+        tol = 1e-4 + 60.0 * err[t].max()
+        for name, v in ic["reward_terms"].items():
+            np.testing.assert_allclose(im["reward_terms"][name], v, rtol=0, atol=tol, err_msg=name)
+        np.testing.assert_allclose(rm, sum(im["reward_terms"].values()), rtol=1e-6, atol=1e-7)
+        held_mjx = (im["reward_terms"]["grasp"] > 0).astype(int) - 1
+        np.testing.assert_array_equal(held_mjx, np.minimum(im["held"], 0))
     assert ic["held"].tolist() == [0, -1]                       # world 1 released its cube
     assert err[:10].max() < 2e-5, err[:10].max()                # same contact set: float32 rounding
     assert err[10:25].max() < 6e-3, err[10:25].max()            # lift-off: the contact sets differ

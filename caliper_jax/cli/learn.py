@@ -23,6 +23,7 @@ from caliper_jax.cli.common import (
 )
 
 POLICY_KINDS = ("bc_mlp", "act", "diffusion")
+RL_ALGOS = ("ppo",)
 
 
 def register(subparsers) -> None:
@@ -70,6 +71,27 @@ def register(subparsers) -> None:
         p.add_argument("--engine", choices=("mujoco", "mjx"), default="mujoco",
                        help="mujoco: MuJoCo's C code on threads (default); mjx: MJX (an accelerator)")
         p.add_argument("--seed", type=int, default=0, help="randomisation seed (default 0)")
+
+    p = add("rl", cmd_rl, "train a policy by reinforcement learning on a task (PPO), then a verdict")
+    p.add_argument("task", metavar="TASK", help="a zoo task or a task file (with a dense 'reward' block)")
+    p.add_argument("--algo", choices=RL_ALGOS, default="ppo", help="algorithm (default ppo)")
+    p.add_argument("--engine", choices=("mujoco", "mjx"), default="mujoco",
+                   help="mujoco: MuJoCo's C batch + one jitted policy call per tick (default); mjx: "
+                        "the whole batch as one lax.scan (an accelerator)")
+    p.add_argument("--envs", type=int, default=None, help="parallel worlds (default 64)")
+    p.add_argument("--steps", type=int, default=None, help="environment steps of the run (default 1000000)")
+    p.add_argument("--out", required=True, metavar="DIR", help="run folder: checkpoints, scalars, curve.png")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("--config", metavar="JSON", default=None,
+                   help='algorithm config overrides as JSON, e.g. \'{"lr": 1e-3, "rollout": 64}\'')
+    p.add_argument("--seed", type=int, default=0, help="weights, exploration and training worlds (default 0)")
+    p.add_argument("--stop-success", type=float, default=None, metavar="RATE",
+                   help="stop at the end of a segment whose training episodes succeed this often")
+    p.add_argument("--eval-episodes", type=int, default=50,
+                   help="test-seed episodes of the verdict (default 50; 0: no verdict)")
+    p.add_argument("--eval-seed", type=int, default=1_000_003,
+                   help="test seed (default 1000003, unseen in training)")
+    p.add_argument("--target", type=float, default=0.8, help="success rate the verdict asks for (0.8)")
 
     p = add("eval", cmd_eval, "closed-loop success of a policy on a task: Wilson 95%% interval, E001-E003")
     p.add_argument("policy", metavar="CHECKPOINT", help="a checkpoint or run folder, or 'scripted'")
@@ -385,6 +407,63 @@ def _eval_ray(args, task, episodes, worlds, policy) -> int:
     report["timing"] = dict(res.timing)
     emit(args, report, res.summary() + _findings_text(res.findings))
     return _gate(res.findings)
+def cmd_rl(args) -> int:
+    from pathlib import Path
+
+    from caliper_jax.errors import CaliperError
+    from learn.rl.ppo import PPOConfig
+    from learn.rl.train import train_rl
+
+    overrides = _json_arg(args.config, "--config")
+    if args.envs is not None:
+        overrides["envs"] = budget(at_least(args.envs, "--envs"), "--envs", "batch")
+    if args.steps is not None:
+        overrides["steps"] = budget(at_least(args.steps, "--steps"), "--steps (environment steps)")
+    overrides.setdefault("seed", seed(args.seed))
+    episodes = at_least(args.eval_episodes, "--eval-episodes", 0)
+    if not 0.0 <= args.target <= 1.0:
+        raise CaliperError(f"--target must be a success rate in [0, 1], got {args.target}")
+    if args.stop_success is not None and not 0.0 < args.stop_success <= 1.0:
+        raise CaliperError(f"--stop-success must be in (0, 1], got {args.stop_success}")
+    cfg = PPOConfig.from_dict({**PPOConfig().to_dict(), **overrides}, "--config")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CaliperError(f"--out {out}: exists and is not a folder")
+    if out.exists() and any(out.iterdir()) and not args.resume:
+        raise CaliperError(f"--out {out}: already exists and is not empty (use --resume to continue it)")
+    from caliper_jax import progress
+
+    bar = progress.bar(cfg.updates, f"rl {args.algo} {args.task}", unit="update")
+
+    def tick(row):
+        bar.update(row["update"] + 1 - bar.n)
+        if row["return"] is not None:
+            bar.set_postfix(ret=f"{row['return']:.1f}", success=f"{row['success']:.0%}",
+                            steps_s=f"{row['steps_per_s']:.0f}")
+
+    with bar, runtime.writing():
+        res = train_rl(args.task, args.algo, cfg, engine=args.engine, out=out, resume=args.resume,
+                       progress=tick, stop_success=args.stop_success)
+    report = res.to_dict()
+    text = (f"{args.algo} on {res.task} ({res.engine}): {res.updates} updates, {res.env_steps} env steps in "
+            f"{res.wall_s:.0f} s (compile {res.compile_s:.0f} s); checkpoint {res.checkpoint}")
+    gate = 0
+    if episodes:
+        from learn.evaluate import evaluate
+
+        ev = evaluate(res.policy, res.task, episodes=episodes, seed=seed(args.eval_seed, "--eval-seed"))
+        ok = ev.success_rate >= args.target
+        gate = 0 if ok else 1
+        report["verdict"] = {"success_rate": ev.success_rate, "successes": ev.successes, "episodes": ev.n,
+                             "wilson95": list(ev.wilson), "eval_seed": args.eval_seed, "target": args.target,
+                             "reached": ok}
+        text += (f"\n{ev.summary()}\nverdict: {'REACHED' if ok else 'BELOW'} the target "
+                 f"{args.target:.0%} on test seed {args.eval_seed}")
+    if (out / "curve.png").is_file():
+        report["curve"] = str(out / "curve.png")
+        text += f"\nlearning curve: {out / 'curve.png'}"
+    emit(args, report, text)
+    return gate
 
 
 LEVELS = {"none": None, "default": "default"}

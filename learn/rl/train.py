@@ -1,0 +1,305 @@
+"""The RL training loop: collect (either engine) -> one jitted update -> scalars -> checkpoints.
+
+Runs in *segments* of ``checkpoint_every`` updates: each segment restarts every world from the
+randomisation seed ``segment_seed(cfg.seed, segment)`` (running episodes are cut there and
+bootstrapped like any truncation), the collection key of update ``u`` is ``fold_in(PRNGKey(seed
++ 2), u)``, and a checkpoint is written at the end of each segment. A run resumed from a
+checkpoint therefore replays the rest of the run bit for bit (same parameters, same optimiser
+state, same observation statistics).
+
+Output folder ``out``:
+
+- ``step_<update>/``: checkpoints through :func:`learn.checkpoint.save_checkpoint` -- ``params``
+  is the deterministic actor as a BC-MLP (:func:`learn.rl.ppo`'s export, so ``caliper learn
+  eval|sweep|profile|autopsy`` load it like any BC policy), ``opt_state`` the whole
+  :class:`learn.rl.ppo.PPOState`, ``extra["rl"]`` the algorithm, config, task and engine;
+- ``scalars.jsonl`` / ``scalars.csv``: one row per update (env steps, episodes ended, their mean
+  return and success, losses, entropy, KL, steps/s, wall time), rewritten atomically;
+- ``curve.png`` (with matplotlib): mean return and success against env steps.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from caliper_jax.errors import CaliperError
+from learn.rl import ppo as P
+
+ALGOS = ("ppo",)
+SCALARS = ("update", "env_steps", "episodes", "return", "success", "held_success", "policy_loss",
+           "value_loss", "entropy", "approx_kl", "clip_frac", "std", "collect_s", "update_s", "steps_per_s",
+           "wall_s")
+
+
+def segment_seed(seed: int, segment: int) -> int:
+    """The randomisation seed every world restarts from at segment ``segment``."""
+    return (int(seed) * 100_003 + int(segment)) % (2 ** 31 - 1)
+
+
+@dataclass
+class RLResult:
+    algo: str
+    task: str
+    engine: str
+    config: dict
+    out: Path | None
+    checkpoint: Path | None
+    updates: int
+    env_steps: int
+    history: list = field(default_factory=list)
+    compile_s: float = 0.0
+    wall_s: float = 0.0
+    policy: object = None          # learn.bundle.TrainedPolicy (deterministic actor)
+
+    def to_dict(self) -> dict:
+        last = self.history[-1] if self.history else {}
+        return {"algo": self.algo, "task": self.task, "engine": self.engine, "config": self.config,
+                "out": None if self.out is None else str(self.out),
+                "checkpoint": None if self.checkpoint is None else str(self.checkpoint),
+                "updates": self.updates, "env_steps": self.env_steps, "compile_s": round(self.compile_s, 3),
+                "wall_s": round(self.wall_s, 3), "final": {k: last.get(k) for k in ("return", "success")}}
+
+
+class Setup:
+    """Env, feature layout, networks and collector of one run."""
+
+    def __init__(self, task, cfg: P.PPOConfig, engine: str, nthread=None):
+        from learn.features import FeatureLayout, env_observation
+        from tasks.env import VecEnv
+
+        self.env = env = VecEnv(task, cfg.envs, engine=engine, seed=segment_seed(cfg.seed, 0),
+                                nthread=nthread)
+        L = env.layout
+        self.features = FeatureLayout(("observation.state", "observation.environment_state"),
+                                      (L.nq, 7 * L.nprop), "action", L.nq, L.fps)
+        probe = np.arange(env.obs_dim, dtype=np.float64)[None]
+        self.feat_idx = np.asarray(env_observation(self.features, L, probe)[0]).astype(np.int64)
+        lo, hi = env.action_low.astype(np.float64), env.action_high.astype(np.float64)
+        self.centre, self.half = 0.5 * (hi + lo), 0.5 * (hi - lo)
+        self.nets, self.flat0 = P.build(cfg, len(self.feat_idx), env.obs_dim, env.action_dim)
+        act = P.make_policy(self.nets, self.feat_idx)
+        if engine == "mjx":
+            from learn.rl.collect import MjxCollector
+
+            self.collector = MjxCollector(env, act, self.centre, self.half, cfg.rollout)
+        else:
+            from learn.rl.collect import CpuCollector
+
+            self.collector = CpuCollector(env, act, self.centre, self.half)
+        self.update = P.make_update(cfg, self.nets, self.feat_idx)
+
+    def export(self, state: P.PPOState, cfg: P.PPOConfig):
+        """The deterministic actor as a :class:`learn.bundle.TrainedPolicy` (a BC-MLP)."""
+        from flax import nnx
+
+        from learn.bundle import TrainedPolicy
+        from learn.config import BCConfig
+        from learn.normalize import Normalizer
+        from learn.policies import build_policy
+
+        config = BCConfig(hidden=tuple(cfg.actor_hidden))
+        model = build_policy(config, len(self.feat_idx), self.env.action_dim, seed=0)
+        nnx.update(model.net, self.nets.unravel(state.params)["actor"])
+        st = state.stats
+        idx = self.feat_idx
+        f32 = np.float32
+        norm = Normalizer(np.asarray(st.mean)[idx].astype(f32), np.asarray(st.std())[idx].astype(f32),
+                          self.centre.astype(f32), self.half.astype(f32))
+        return TrainedPolicy(model, config, self.features, norm, None)
+
+
+def _state_tree(state: P.PPOState) -> dict:
+    return {"params": state.params, "opt_state": state.opt_state, "stats": state.stats._asdict(),
+            "key": state.key, "update": state.update}
+
+
+def _from_tree(tree: dict) -> P.PPOState:
+    return P.PPOState(jnp.asarray(tree["params"]), tree["opt_state"], P.RunningStats(**tree["stats"]),
+                      jnp.asarray(tree["key"]), jnp.asarray(tree["update"]))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_scalars(out: Path, history: list) -> None:
+    """``scalars.jsonl`` and ``scalars.csv`` (columns :data:`SCALARS`), atomically."""
+    _write_atomic(out / "scalars.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in history))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, SCALARS, extrasaction="ignore")
+    w.writeheader()
+    for r in history:
+        w.writerow({k: ("" if r.get(k) is None else r[k]) for k in SCALARS})
+    _write_atomic(out / "scalars.csv", buf.getvalue())
+
+
+def plot_curve(history: list, path: Path, title: str) -> Path | None:
+    """Mean episode return and success against env steps (None without matplotlib: ``pip install
+    "caliper-jax[plot]"``)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    rows = [r for r in history if r.get("return") is not None]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.2))
+    x = [r["env_steps"] for r in rows]
+    a.plot(x, [r["return"] for r in rows])
+    a.set_xlabel("env steps")
+    a.set_ylabel("mean episode return")
+    b.plot(x, [r["success"] for r in rows])
+    b.set_xlabel("env steps")
+    b.set_ylabel("episode success")
+    b.set_ylim(-0.02, 1.02)
+    fig.suptitle(title)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def _save(out: Path, setup: Setup, state: P.PPOState, cfg: P.PPOConfig, meta: dict, keep: int = 2) -> Path:
+    import shutil
+
+    from learn.checkpoint import CHECKPOINT_PREFIX, save_checkpoint
+
+    policy = setup.export(state, cfg)
+    u = int(state.update)
+    path = save_checkpoint(out / f"{CHECKPOINT_PREFIX}{u:08d}", model=policy.model, config=policy.config,
+                           train_config=None, features=policy.features, normalizer=policy.normalizer,
+                           fingerprint=None, step=u, opt_state=jax.device_get(_state_tree(state)),
+                           rng=None, extra={"rl": meta}, overwrite=True)
+    old = sorted(p for p in out.glob(f"{CHECKPOINT_PREFIX}*") if p.is_dir() and p != path)
+    for p in old[:max(len(old) - (keep - 1), 0)]:
+        shutil.rmtree(p, ignore_errors=True)
+    return path
+
+
+def _resume(out: Path, setup: Setup, template: P.PPOState, meta: dict) -> tuple[P.PPOState, list]:
+    from learn.checkpoint import load_checkpoint, read_checkpoint_meta, resolve_checkpoint
+
+    path = resolve_checkpoint(out)
+    saved = (read_checkpoint_meta(path).get("extra") or {}).get("rl")
+    if not isinstance(saved, dict):
+        raise CaliperError(f"{path}: not an RL checkpoint (no extra.rl)")
+    for k in ("algo", "task", "engine", "config"):
+        if saved.get(k) != meta[k]:
+            raise CaliperError(f"{path}: saved with {k}={saved.get(k)!r}, this run has {meta[k]!r}; resume "
+                               f"with the same settings")
+    ckpt = load_checkpoint(path, expect_features=setup.features,
+                           opt_template=jax.device_get(_state_tree(template)))
+    state = _from_tree(ckpt.opt_state)
+    rows = []
+    log = out / "scalars.jsonl"
+    if log.is_file():
+        rows = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+        rows = [r for r in rows if r["update"] < int(state.update)]
+    return state, rows
+
+
+def train_rl(task, algo: str = "ppo", cfg: P.PPOConfig | None = None, *, engine: str = "mujoco", out=None,
+             resume: bool = False, checkpoint_every: int | None = None, progress=None, nthread=None,
+             stop_success: float | None = None) -> RLResult:
+    """Train ``algo`` on ``task`` (zoo name, task file, Task or TaskScene) -> :class:`RLResult`.
+    ``out``: the run folder (None: no files); ``resume``: continue from its newest checkpoint;
+    ``checkpoint_every``: updates per segment (None: enough ticks for three episodes of the task's
+    horizon); ``progress(row)``: called after every update with the scalar row; ``stop_success``: stop at
+    the end of a segment whose episodes succeeded at least this often (None: run every update)."""
+    from tasks.env import resolve_task
+
+    if algo not in ALGOS:
+        raise CaliperError(f"algo {algo!r}: expected one of {', '.join(ALGOS)}")
+    cfg = cfg or P.PPOConfig()
+    ts = resolve_task(task)
+    if checkpoint_every is None:                 # segments of >= 3 episodes, so failures show up too
+        from tasks.env_spec import make_layout
+
+        checkpoint_every = -(-3 * make_layout(ts).horizon // cfg.rollout)
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 1:
+        raise CaliperError(f"checkpoint_every must be an integer >= 1, got {checkpoint_every!r}")
+    if ts.task.reward is None or not ts.task.reward.active:
+        import warnings
+
+        warnings.warn(f"task {ts.task.name}: no dense reward terms; PPO learns from the 0/1 success flag "
+                      "alone", stacklevel=2)
+    t_start = time.perf_counter()
+    setup = Setup(ts, cfg, engine, nthread)
+    state = P.init_state(cfg, setup.nets, setup.flat0, setup.env.obs_dim)
+    meta = {"algo": algo, "task": ts.task.name, "engine": engine, "config": cfg.to_dict(),
+            "checkpoint_every": checkpoint_every}
+    history: list = []
+    out = None if out is None else Path(out)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        if resume:
+            state, history = _resume(out, setup, state, meta)
+    start = int(state.update)
+    if start % checkpoint_every:
+        raise CaliperError(f"resume at update {start}: not a segment boundary of {checkpoint_every}")
+    base = jax.random.PRNGKey(cfg.seed + 2)
+    compile_s, ckpt = 0.0, None
+    env_steps = start * cfg.batch
+    wall0 = time.perf_counter()
+    seg_eps: list = []
+    for u in range(start, cfg.updates):
+        if u % checkpoint_every == 0:
+            setup.collector.restart(segment_seed(cfg.seed, u // checkpoint_every))
+            seg_eps = []
+        t0 = time.perf_counter()
+        ro, eps = setup.collector.collect(state.params, state.stats, jax.random.fold_in(base, u), cfg.rollout)
+        jax.block_until_ready(ro.reward)
+        t1 = time.perf_counter()
+        state, m = setup.update(state, ro)
+        m = {k: float(v) for k, v in m.items()}
+        t2 = time.perf_counter()
+        if u == start:                          # first collection and update include the compiles
+            compile_s = t2 - t0
+        env_steps += cfg.batch
+        seg_eps.append(eps)
+        row = {"update": u, "env_steps": env_steps, "episodes": int(len(eps.ret)),
+               "return": float(eps.ret.mean()) if len(eps.ret) else None,
+               "success": float(eps.success.mean()) if len(eps.ret) else None,
+               "held_success": float(eps.held.mean()) if len(eps.ret) else None, **m,
+               "collect_s": round(t1 - t0, 4), "update_s": round(t2 - t1, 4),
+               "steps_per_s": round(cfg.batch / max(t1 - t0, 1e-9), 1),
+               "wall_s": round(time.perf_counter() - wall0, 3)}
+        for k in ("return", "policy_loss", "value_loss"):
+            if row[k] is not None and not np.isfinite(row[k]):
+                raise CaliperError(f"update {u}: {k} is {row[k]} (diverged); lower the lr or check the "
+                                   "reward terms")
+        history.append(row)
+        if progress is not None:
+            progress(row)
+        end_of_segment = (u + 1) % checkpoint_every == 0 or u + 1 == cfg.updates
+        if out is not None:
+            write_scalars(out, history)
+            if end_of_segment:
+                ckpt = _save(out, setup, state, cfg, meta)
+        if end_of_segment and stop_success is not None:
+            s = np.concatenate([e.success for e in seg_eps]) if seg_eps else np.zeros(0)
+            if len(s) and s.mean() >= stop_success:
+                break
+    if out is not None and history:
+        plot_curve(history, out / "curve.png", f"{algo} on {ts.task.name} ({engine})")
+    policy = setup.export(state, cfg)
+    setup.env.close()
+    return RLResult(algo, ts.task.name, engine, cfg.to_dict(), out, ckpt, int(state.update), env_steps,
+                    history, compile_s, time.perf_counter() - t_start, policy)
+
+
+__all__ = ["ALGOS", "RLResult", "SCALARS", "plot_curve", "segment_seed", "train_rl", "write_scalars"]
