@@ -63,6 +63,7 @@ import numpy as np
 
 from caliper_jax.errors import CaliperError
 from tasks import env_spec as S
+from tasks import rewards as R
 from tasks.env_common import (  # noqa: F401  (re-exported: tasks.env.check_draws, ...)
     EnvShapes,
     _cached,
@@ -72,7 +73,6 @@ from tasks.env_common import (  # noqa: F401  (re-exported: tasks.env.check_draw
     draw_shapes,
     resolve_task,
 )
-from tasks import rewards as R
 
 ENGINES = ("mujoco", "mjx")
 _DEFAULT_RANDOMIZATION = S.EnvRandomization()

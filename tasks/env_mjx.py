@@ -63,6 +63,7 @@ from caliper_jax.spatial import quat_conj, quat_mul
 from mjx_backend.randomize import batch_mjx_model
 from mjx_backend.versions import import_mjx
 from tasks import env_spec as S
+from tasks import rewards as R
 from tasks.env_common import (
     EnvShapes,
     _cached,
@@ -72,7 +73,6 @@ from tasks.env_common import (
     draw_shapes,
     resolve_task,
 )
-from tasks import rewards as R
 from tasks.predicates import evaluator
 
 mjx = import_mjx()

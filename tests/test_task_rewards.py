@@ -57,7 +57,7 @@ def test_block_loads_and_round_trips():
 
 
 BAD = [
-    ("v1-with-reward", lambda d: d.update(version=1), "reward: needs schema version 2"),
+    ("v1-with-reward", lambda d: d.update(version=1), "reward: needs \"version\": 2"),
     ("unknown-key", lambda d: d["reward"].update(sucess=1.0), "reward.sucess: unknown key (did you mean"),
     ("unknown-term-key", _term(0, scael=0.1), "reward.terms[0].scael: unknown key"),
     ("unknown-kind", _term(0, kind="reech"), "reward.terms[0].kind: 'reech' is not one of"),
