@@ -64,12 +64,14 @@ def baseline_rates(task, episodes: int = 100, *, seed: int = 0, randomization="d
     policies = tuple(policies)
     bad = [p for p in policies if p not in POLICIES]
     if bad or not policies:
-        raise CaliperError(f"baseline policy {bad[0] if bad else None!r}: expected one of {', '.join(POLICIES)}")
+        name = bad[0] if bad else None
+        raise CaliperError(f"baseline policy {name!r}: expected one of {', '.join(POLICIES)}")
     if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
         raise CaliperError(f"baseline episodes: expected a positive integer, got {episodes!r}")
     n, W = int(episodes), len(policies) * int(episodes)
     kind = np.repeat(np.array(policies), n)
-    kw = {} if isinstance(randomization, str) and randomization == "default" else {"randomization": randomization}
+    default = isinstance(randomization, str) and randomization == "default"
+    kw = {} if default else {"randomization": randomization}
     rng = np.random.default_rng(seed)
     with VecEnv(task, W, seed=seed, nthread=nthread, **kw) as env:
         q0 = np.asarray(env.task_scene.q0, np.float64)

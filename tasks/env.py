@@ -64,7 +64,15 @@ import numpy as np
 
 from caliper_jax.errors import CaliperError
 from tasks import env_spec as S
-from tasks.predicates import dwell_ticks, evaluator_np, held_mask, streak
+from tasks.predicates import (
+    carry_start,
+    carry_ticks,
+    carry_update,
+    dwell_ticks,
+    evaluator_np,
+    held_mask,
+    streak,
+)
 
 ENGINES = ("mujoco", "mjx")
 _DEFAULT_RANDOMIZATION = S.EnvRandomization()
@@ -371,6 +379,7 @@ class VecEnv(EnvShapes):
         # the NumPy twin of the success predicate, built once: (W, P, 3) float64 arrays -> (W,) bool
         self._success_np = None if self.task.success is None else evaluator_np(self.task.success, names)
         self._dwell = dwell_ticks(self.task, self.layout.fps)
+        self._carry_need = carry_ticks(self.layout.fps)
 
     def _open_batch(self, nthread) -> None:
         """The MuJoCo batch and its live views: state rows (writable) and outputs (refreshed by
@@ -530,6 +539,8 @@ class VecEnv(EnvShapes):
         b.forward(ids, stage=self._stage_pos)
         self._pos0[ids] = qpos[:, self._prop_qpos[:, :3]]
         self._held[ids] = -1
+        for part in self._carry:
+            part[ids] = 0
         self._carried[ids] = False
         self._streak[ids] = 0
         self._success[ids] = False
@@ -549,7 +560,8 @@ class VecEnv(EnvShapes):
         self._fresh = self._tick_i[:, self._io.i["fresh"]]
         self._fresh[:] = 1
         self._success = np.zeros(W, bool)
-        self._carried = np.zeros((W, self.layout.nprop), bool)   # props held at some tick this episode
+        self._carry = carry_start(np, (W, self.layout.nprop))     # tasks.predicates.carry_update
+        self._carried = np.zeros((W, self.layout.nprop), bool)   # props picked up this episode
         self._streak = np.zeros(W, np.int32)                       # ticks the verdict has held, ending now
         self._tick = np.zeros(W, np.int32)
         self._return = np.zeros(W, np.float64)
@@ -732,7 +744,10 @@ class VecEnv(EnvShapes):
     def _evaluate(self, s: dict) -> np.ndarray:
         """(W,) bool: the task's success predicate holds now (updates the carried props first)."""
         held = held_mask(np, self._held, self.layout.nprop)
-        self._carried |= held
+        carry, carried = carry_update(np, self._carry, held, s["pos"], self._pos0, self._carry_need)
+        for part, new in zip(self._carry, carry, strict=True):
+            part[:] = new
+        self._carried[:] = carried
         if self._success_np is None:
             return np.zeros(self.num_envs, bool)
         return self._success_np(s["pos"], self._pos0, s["vel"], held, self._carried)

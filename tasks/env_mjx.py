@@ -65,7 +65,7 @@ from mjx_backend.randomize import batch_mjx_model
 from mjx_backend.versions import import_mjx
 from tasks import env_spec as S
 from tasks.env import EnvShapes, _cached, _check_args, _reset_draws, check_draws, draw_shapes, resolve_task
-from tasks.predicates import dwell_ticks, evaluator, held_mask, streak
+from tasks.predicates import carry_start, carry_ticks, carry_update, dwell_ticks, evaluator, held_mask, streak
 
 mjx = import_mjx()
 
@@ -80,7 +80,7 @@ class State(NamedTuple):
     safety: Any        # caliper_jax.control.safety.SafetyState, the gate's state
     held: Any          # (W,) int32 held prop index, -1: none
     success: Any       # (W,) bool success latched in the current episode
-    carried: Any       # (W, P) bool: each prop has been held at some tick of the current episode
+    carry: Any         # carry state of tasks.predicates.carry_update: 3 x (W, P)
     streak: Any        # (W,) int32 consecutive ticks the verdict has held, ending now
     tick: Any          # (W,) int32 control ticks into the current episode
     episode: Any       # (W,) int32 episode index of each world
@@ -193,6 +193,7 @@ class MjxEnv(EnvShapes):
         self._draw_shapes = draw_shapes(L, mj.nu)
         self._evaluate = None if self.task.success is None else evaluator(self.task.success, names)
         self._dwell = dwell_ticks(self.task, L.fps)
+        self._carry_need = carry_ticks(L.fps)
 
     def _device_tables(self) -> None:
         """Nominal values of the per-world model leaves and the gate parameters (device arrays)."""
@@ -305,7 +306,7 @@ class MjxEnv(EnvShapes):
             info["images"] = self._images(d)
             info["final_images"] = jax.tree_util.tree_map(jnp.zeros_like, info["images"])
         return State(data=d, model=leaves, safety=init_safety(s["q"].astype(self._gdtype), self.layout.nv),
-                     held=held, success=no, carried=jnp.zeros(self.layout.nprop, bool),
+                     held=held, success=no, carry=carry_start(jnp, (self.layout.nprop,)),
                      streak=jnp.zeros((), jnp.int32), tick=jnp.zeros((), jnp.int32),
                      episode=jnp.asarray(episode, jnp.int32), ret=jnp.zeros((), f32), pos0=s["pos"], obs=obs,
                      reward=jnp.zeros((), f32), terminated=no, truncated=no, info=info, key=None)
@@ -346,7 +347,7 @@ class MjxEnv(EnvShapes):
         s = self._read(d)
         obs = self._observe(s, held)
         held_now = held_mask(jnp, held, L.nprop)
-        carried = w.carried | held_now
+        carry, carried = carry_update(jnp, w.carry, held_now, s["pos"], w.pos0, self._carry_need)
         now = jnp.asarray(False) if self._evaluate is None else \
             jnp.asarray(self._evaluate(s["pos"], w.pos0, s["vel"], held_now, carried), bool)
         now = now & ~unstable
@@ -360,7 +361,7 @@ class MjxEnv(EnvShapes):
         done = fired | truncated
         final_images = self._images(d) if self.cameras else None
         stepped = w._replace(data=d, model=leaves, safety=safety, held=held, success=success,
-                             carried=carried, streak=run, tick=tick,
+                             carry=carry, streak=run, tick=tick,
                              ret=ret, obs=obs, key=None,
                              info=dict(w.info, images=final_images) if self.cameras else w.info)
         fresh = self._reset_world(key, world, w.episode + 1)

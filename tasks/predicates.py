@@ -7,8 +7,10 @@ State convention (world frame, metres and m/s, props in ``task.props`` order):
 - ``vel``  ``(..., P, 3)``: prop linear velocities, or None (then a settled check raises);
 - ``held`` ``(..., P)`` bool: the prop is in the gripper now (the environments: its grasp weld is
   on), or None (then a ``lifted`` with ``held`` or a ``placed_in_zone`` with ``released`` raises);
-- ``carried`` ``(..., P)`` bool: the prop has been in the gripper at some tick of this episode
-  (latched from ``held``), or None (as ``held``).
+- ``carried`` ``(..., P)`` bool: the prop has been picked up this episode: it was in the gripper
+  for CARRY_S without a break, and at some tick in the gripper its centre was at least CARRY_RISE
+  above its start height (:func:`carry_update`, latched), or None (as ``held``). A prop dragged
+  along the ground, or taken and dropped again at once, is not carried.
 
 A ``lifted`` with ``held`` also needs ``held[..., i]``; a ``placed_in_zone`` with ``released``
 also needs ``carried[..., i] & ~held[..., i]``: a prop pushed, knocked or dropped into a zone
@@ -190,6 +192,34 @@ def latch(prev, now):
     return prev | now
 
 
+CARRY_RISE = 0.02      # m a held prop's centre must rise above its start height to count as carried
+CARRY_S = 1.5          # s a prop must stay in the gripper without a break to count as carried
+
+
+def carry_ticks(fps: float) -> int:
+    """CARRY_S in control ticks at ``fps``, rounded up."""
+    return max(1, math.ceil(CARRY_S * fps - 1e-9))
+
+
+def carry_start(xp, shape):
+    """The carry state of a new episode for props of leading shape ``shape`` (..., P): (risen bool,
+    held run int32, held long enough bool), all off."""
+    return (xp.zeros(shape, bool), xp.zeros(shape, xp.int32), xp.zeros(shape, bool))
+
+
+def carry_update(xp, carry, held, pos, pos0, need: int):
+    """One tick of the carry state (:func:`carry_start`) with ``held`` (..., P) bool and prop centres
+    ``pos`` / start centres ``pos0`` (..., P, 3) -> (new carry state, carried (..., P) bool):
+    carried = held for ``need`` ticks without a break at some time, and lifted CARRY_RISE while held
+    at some time (both latched within the episode)."""
+    risen, run, long = carry
+    rise = pos[..., 2] - pos0[..., 2]
+    risen = risen | (held & (rise >= xp.asarray(CARRY_RISE, dtype=rise.dtype)))
+    run = xp.where(held, run + 1, 0).astype(run.dtype)
+    long = long | (run >= need)
+    return (risen, run, long), risen & long
+
+
 def held_mask(xp, held, nprop: int):
     """(..., P) bool from the environments' held prop index ``held`` (...,) int (-1: none)."""
     return xp.asarray(held)[..., None] == xp.arange(nprop)
@@ -253,5 +283,6 @@ def zone_pairs(pred: Predicate) -> list[tuple[str, Zone]]:
     return list(dict.fromkeys(pairs))
 
 
-__all__ = ["describe", "dwell_ticks", "evaluate_np", "evaluator", "evaluator_np", "geometric", "held_mask",
-           "latch", "needs_grasp", "needs_velocity", "props_of", "released_props", "streak", "zone_pairs"]
+__all__ = ["CARRY_RISE", "CARRY_S", "carry_start", "carry_ticks", "carry_update", "describe", "dwell_ticks",
+           "evaluate_np", "evaluator", "evaluator_np", "geometric", "held_mask", "latch", "needs_grasp",
+           "needs_velocity", "props_of", "released_props", "streak", "zone_pairs"]

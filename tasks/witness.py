@@ -678,10 +678,12 @@ def verify_witness(ts, w: Witness, *, speed: float = JOINT_SPEED, hold_s: float 
     then hold, gripper closed, until every prop and joint has moved slower than SETTLE_SPEED for
     SETTLE_FOR (at most ``hold_s``). When the predicate wants the carried prop released, the weld
     is then switched off, the gripper opens at the carry pose and the scene settles again. The
-    predicate is judged on that state, with the carried prop held (or released after being carried)."""
+    predicate is judged on that state, with the carried prop held (or released), and carried as
+    the environments judge it (:func:`tasks.predicates.carry_update`: welded CARRY_S, risen
+    CARRY_RISE while welded)."""
     from mjx_backend.cpu import MujocoBackend
     from mjx_backend.grasp import relative_pose
-    from tasks.predicates import evaluate_np, released_props
+    from tasks.predicates import carry_start, carry_ticks, carry_update, evaluate_np, released_props
 
     if ts.scene.mjcf.actuators != "position":
         raise CaliperError(f"task {ts.name}: verify_witness drives position servos; build the scene "
@@ -703,19 +705,25 @@ def verify_witness(ts, w: Witness, *, speed: float = JOINT_SPEED, hold_s: float 
         rel = relative_pose(b.world_data(), ts.weld_body, L.prop_body[w.prop])
         b.set_weld(0, w.prop, True, rel)
         b.enable()
+        carry, carried = carry_start(np, nobody.shape), nobody   # picked up (tasks.predicates.carry_update)
+        need = carry_ticks(1.0 / CONTROL_DT)
         for qa, qb in zip(w.path[:-1], w.path[1:], strict=True):
             n_move = max(1, int(round(max(MIN_LEG_S, np.max(np.abs(qb - qa)) / speed) / CONTROL_DT)))
             for k in range(1, n_move + 1):
                 s = k / n_move
                 b.command(qa + s * s * (3.0 - 2.0 * s) * (qb - qa))
                 b.step(CONTROL_DT)
+                carry, carried = carry_update(np, carry, in_hand, props()[0], pos0, need)
 
         def settle():
+            nonlocal carry, carried
             calm, t = 0.0, 0.0
             while t < hold_s - 1e-9:
                 state = b.step(CONTROL_DT)
                 t += CONTROL_DT
-                _, vel = props()
+                now, vel = props()
+                if b.weld_active(0)[w.prop]:
+                    carry, carried = carry_update(np, carry, in_hand, now, pos0, need)
                 speed = max(float(np.max(np.abs(state.v))),
                             float(np.max(np.linalg.norm(vel, axis=1), initial=0.0)))
                 calm = calm + CONTROL_DT if speed < SETTLE_SPEED else 0.0
@@ -724,6 +732,11 @@ def verify_witness(ts, w: Witness, *, speed: float = JOINT_SPEED, hold_s: float 
             return None
 
         settle_s = settle()
+        for _ in range(need):                            # a release comes after CARRY_S in the gripper
+            if not release or carry[2][names.index(w.prop)]:
+                break
+            b.step(CONTROL_DT)
+            carry, carried = carry_update(np, carry, in_hand, props()[0], pos0, need)
         if release:
             b.set_weld(0, w.prop, False)
             q_open = np.array(w.path[-1], np.float64)
@@ -733,7 +746,7 @@ def verify_witness(ts, w: Witness, *, speed: float = JOINT_SPEED, hold_s: float 
             settle_s = None if settle_s is None or again is None else settle_s + again
         pos, vel = props()
     held = nobody if release else in_hand
-    success = bool(evaluate_np(pred, names, pos, pos0, vel, held, in_hand))
+    success = bool(evaluate_np(pred, names, pos, pos0, vel, held, carried))
     drift = float(np.linalg.norm(pos[names.index(w.prop)] - w.pos_carry[names.index(w.prop)]))
     return Verification(success, at_start, pos, vel, settle_s, drift)
 

@@ -32,7 +32,7 @@ def test_k011_fails_the_v1_lift_predicate_and_states_the_counts():
     k011 = [f for f in check_task(v1, baselines=N) if f.code == "K011"]
     assert len(k011) == 1 and k011[0].severity == "Error", k011
     msg = k011[0].message
-    assert msg.startswith("task lift-cube: success lifted(cube, 0.08 initial) is reached without doing the task")
+    assert msg.startswith("task lift-cube: success lifted(cube, 0.08 initial) is reached without doing")
     assert "sticky" in msg
     assert f"still 0/{N}" in msg and "more than 1%" in msg and "first at tick" in msg
     assert "held" in k011[0].hint and "successDwellS" in k011[0].hint
@@ -90,8 +90,8 @@ def test_success_needs_the_verdict_for_the_dwell_and_the_prop_in_the_gripper():
     first, h = _run(held, opened)
     assert list(first) == [0, 0] and (h == -1).all()                              # never in the gripper
     first, h = _run(held, closed)
-    took = _first(h[:, 0] == 0)                                                   # the tick the weld takes it
-    assert list(first) == [took + 4] * 2                                          # 5 ticks held, counting that one
+    took = _first(h[:, 0] == 0)                                   # the tick the weld takes it
+    assert list(first) == [took + 4] * 2                          # 5 ticks held, counting that one
 
 
 def test_released_needs_a_carry_then_an_open_gripper():

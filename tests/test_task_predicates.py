@@ -13,8 +13,20 @@ import numpy as np
 import pytest
 
 from caliper_jax.errors import CaliperError
-from tasks.predicates import (describe, dwell_ticks, evaluate_np, evaluator, geometric, latch, needs_grasp,
-                              needs_velocity, props_of, released_props, streak, zone_pairs)
+from tasks.predicates import (
+    describe,
+    dwell_ticks,
+    evaluate_np,
+    evaluator,
+    geometric,
+    latch,
+    needs_grasp,
+    needs_velocity,
+    props_of,
+    released_props,
+    streak,
+    zone_pairs,
+)
 from tasks.schema import AllOf, AnyOf, Lifted, PlacedInZone, Zone, load_task, predicate_from_dict, zoo_files
 
 TABLE = json.loads((Path(__file__).parent / "data" / "predicate_cases.json").read_text())
@@ -215,7 +227,7 @@ def test_geometric_drops_only_the_grasp_conditions(zoo):
 
 def test_dwell_ticks_and_streak():
     lift = load_task(zoo_files()[0])
-    assert lift.success_dwell_s == 0.5 and dwell_ticks(lift, 50) == 25 and dwell_ticks(lift, 30) == 15
+    assert lift.success_dwell_s == 1.0 and dwell_ticks(lift, 50) == 50 and dwell_ticks(lift, 30) == 30
     for dwell, fps, want in ((0.0, 50, 1), (0.02, 50, 1), (0.021, 50, 2), (1.0, 30, 30), (0.1, 30, 3)):
         task = dataclasses.replace(lift, success_dwell_s=dwell)
         assert dwell_ticks(task, fps) == want, (dwell, fps)
@@ -246,10 +258,10 @@ def test_describe_props_of_zone_pairs(zoo):
     lines = {t.name: describe(t.success) for t in zoo}
     assert lines["lift-cube"] == "cube lifted at least 0.08 m above its start height in the gripper"
     assert lines["place-cube"] == ("cube centre inside zone bin (centre (-0.15, 0, 0.05), "
-                                   "half (0.07, 0.07, 0.06) m) and moving at most 0.01 m/s, released from the "
-                                   "gripper")
-    assert lines["hold-cube-high"].startswith("all of: (cube centre at height >= 0.3 m in the gripper); (cube "
-                                              "centre inside")
+                                   "half (0.07, 0.07, 0.06) m) and moving at most 0.01 m/s, released "
+                                   "from the gripper")
+    assert lines["hold-cube-high"].startswith("all of: (cube centre at height >= 0.3 m in the gripper); "
+                                              "(cube centre inside")
     assert lines["sort-blocks"].startswith("any of: (tall_block centre inside zone dock")
     assert all("\n" not in line for line in lines.values())
     sort = zoo[3]
