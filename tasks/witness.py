@@ -88,7 +88,8 @@ class Verification:
     ``at_start``: the verdict at t = 0 (props at their start); ``pos`` / ``vel`` (P, 3) prop
     centres and linear velocities at the end; ``settle_s``: time after the move until everything
     moved slower than SETTLE_SPEED for SETTLE_FOR (None: never within HOLD_S); ``drift`` (m): the
-    carried prop's settled centre to the witness's FK prediction (weld sag + servo error).
+    carried prop's settled centre, still welded (before any release), to the witness's FK
+    prediction (weld sag + servo error).
     Truthy when the settled verdict is true and the start verdict false."""
 
     success: bool
@@ -737,6 +738,7 @@ def verify_witness(ts, w: Witness, *, speed: float = JOINT_SPEED, hold_s: float 
                 break
             b.step(CONTROL_DT)
             carry, carried = carry_update(np, carry, in_hand, props()[0], pos0, need)
+        carried_at = props()[0][names.index(w.prop)]    # the carry's end, before any release
         if release:
             b.set_weld(0, w.prop, False)
             q_open = np.array(w.path[-1], np.float64)
@@ -747,7 +749,7 @@ def verify_witness(ts, w: Witness, *, speed: float = JOINT_SPEED, hold_s: float 
         pos, vel = props()
     held = nobody if release else in_hand
     success = bool(evaluate_np(pred, names, pos, pos0, vel, held, carried))
-    drift = float(np.linalg.norm(pos[names.index(w.prop)] - w.pos_carry[names.index(w.prop)]))
+    drift = float(np.linalg.norm(carried_at - w.pos_carry[names.index(w.prop)]))
     return Verification(success, at_start, pos, vel, settle_s, drift)
 
 

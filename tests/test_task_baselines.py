@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from caliper_jax.errors import CaliperError
+from tasks import predicates as P
 from tasks.baselines import POLICIES, baseline_rates
 from tasks.check import check_task
 from tasks.env import VecEnv
@@ -94,7 +95,10 @@ def test_success_needs_the_verdict_for_the_dwell_and_the_prop_in_the_gripper():
     assert list(first) == [took + 4] * 2                          # 5 ticks held, counting that one
 
 
-def test_released_needs_a_carry_then_an_open_gripper():
+def test_released_needs_a_carry_then_an_open_gripper(monkeypatch):
+    # a carry at q0 without moving the arm: no rise needed, 0.1 s (5 ticks) in the gripper
+    monkeypatch.setattr(P, "CARRY_RISE", -0.01)
+    monkeypatch.setattr(P, "CARRY_S", 0.1)
     lift = _short(ZOO["lift-cube"], horizon_s=0.8)
     zone = Zone("here", (0.0, 0.0, 0.05), (0.1, 0.1, 0.1))                    # around the spawn
     placed = dataclasses.replace(lift, zones=(zone,), success=PlacedInZone("cube", zone, None, True),
@@ -103,10 +107,33 @@ def test_released_needs_a_carry_then_an_open_gripper():
     assert list(first) == [0, 0] and (h == -1).all()                            # never carried
     first, h = _run(placed, lambda t: 0.0)
     assert list(first) == [0, 0] and (h[-1] == 0).all()                         # carried, never released
+    first, h = _run(placed, lambda t: 0.0 if t < 2 else 0.04)                  # taken, dropped at once
+    assert list(first) == [0, 0] and (h[:2, 0] == 0).any() and (h[-1] == -1).all()
     first, h = _run(placed, lambda t: 0.0 if t < 12 else 0.04)
     took = _first(h[:, 0] == 0)
     dropped = took + _first(h[took:, 0] == -1)                                  # the first tick released
     assert took < 12 < dropped and list(first) == [dropped + 4] * 2
+
+
+def test_carry_needs_an_unbroken_hold_and_a_rise_in_both_twins():
+    import jax.numpy as jnp
+
+    #           ticks:  0     1     2     3     4     5     6     7
+    held = np.array([[1, 1, 0, 1, 1, 1, 0, 0],       # breaks after 2; then 3 held, never risen
+                     [1, 1, 1, 0, 0, 0, 0, 0],       # 3 held, risen at tick 1
+                     [0, 1, 1, 1, 0, 0, 0, 0]], bool).T[:, :, None]     # 3 held, risen only when not held
+    rise = np.zeros((8, 3, 1))
+    rise[1, 1] = P.CARRY_RISE
+    rise[5, 2] = 0.5
+    pos0 = np.zeros((3, 1, 3))
+    want = [[0, 0, 0], [0, 0, 0], [0, 1, 0], [0, 1, 0], [0, 1, 0], [0, 1, 0], [0, 1, 0], [0, 1, 0]]
+    for xp in (np, jnp):
+        carry = P.carry_start(xp, (3, 1))
+        for t in range(8):
+            pos = np.concatenate([np.zeros((3, 1, 2)), rise[t][:, :, None]], axis=-1)
+            carry, carried = P.carry_update(xp, carry, xp.asarray(held[t]), xp.asarray(pos), xp.asarray(pos0),
+                                            need=3)
+            assert np.asarray(carried)[:, 0].astype(int).tolist() == want[t], (xp.__name__, t)
 
 
 @pytest.mark.slow
