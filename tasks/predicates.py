@@ -192,7 +192,7 @@ def latch(prev, now):
     return prev | now
 
 
-CARRY_RISE = 0.02      # m a held prop's centre must rise above its start height to count as carried
+CARRY_RISE = 0.01      # m a held prop's centre must rise above its start height to count as carried
 CARRY_S = 1.5          # s a prop must stay in the gripper without a break to count as carried
 
 
