@@ -26,10 +26,16 @@ K008  Error    the verdict turns true with the robot holding q0 and nothing gras
 K009  Warning  the witness carry has no collision-free joint-space path (its settled
                simulation still passed): the props or the ground are in the way
 K010  Error    the scene goes unstable when held at rest at q0
+K011  Error    a baseline policy succeeds in more than MAX_RATE (1%) of its episodes:
+               uniform random, sticky random or do-nothing, BASELINE_EPISODES episodes
+               each under the default randomisation (:mod:`tasks.baselines`; the message
+               states every count); a predicate a policy can meet without doing the task
 ====  =======  ==========================================================================
 
 Every message names the task and the prop, zone or field at fault, and every finding has a fix
-hint. K005 to K010 need the MuJoCo simulation; ``simulate=False`` skips K005, K008, K009, K010.
+hint. K005 to K011 need the MuJoCo simulation; ``simulate=False`` skips K005, K008-K011, and
+``baselines=0`` skips K011 alone (the costliest rule: 3 x BASELINE_EPISODES worlds for the horizon).
+The start state is judged with nothing held or carried, K008 with the task's success dwell.
 """
 from __future__ import annotations
 
@@ -44,6 +50,7 @@ START_TOL = 2e-3       # m: overlap tolerated at the start state (K002-K004). No
                        # ground cubes meet gripper_arm's jaw at q0 with exactly 1.0 mm of overlap
                        # by design (jaw bottom at z = 0.099, cube top at 0.100), a knife edge
 AIR_GAP = 0.005        # m: a prop this far above everything starts in the air (K007)
+BASELINE_EPISODES = 100  # episodes per baseline policy (K011): > 1% means at least 2 successes
 
 
 def _finding(task, code: str, severity: str, message: str, hint: str, link: str | None = None) -> Finding:
@@ -51,9 +58,10 @@ def _finding(task, code: str, severity: str, message: str, hint: str, link: str 
                    file=None if task.source is None else str(task.source))
 
 
-def check_task(task, *, simulate: bool = True) -> list[Finding]:
-    """Findings K000-K010 for ``task`` (a :class:`tasks.schema.Task`), most severe first, then by
-    code (see the module docstring for the rules)."""
+def check_task(task, *, simulate: bool = True, baselines: int = BASELINE_EPISODES) -> list[Finding]:
+    """Findings K000-K011 for ``task`` (a :class:`tasks.schema.Task`), most severe first, then by
+    code (see the module docstring for the rules). ``baselines``: episodes per baseline policy for
+    K011 (0: skip it)."""
     from tasks.scene import build_scene
 
     try:
@@ -70,6 +78,8 @@ def check_task(task, *, simulate: bool = True) -> list[Finding]:
         findings += _witness(ts)
         if not placement_errors:
             findings += _passive(ts)
+            if baselines and not any(f.code == "K010" for f in findings):
+                findings += _baselines(ts, baselines)
     return sorted(findings, key=lambda f: (SEVERITIES.index(f.severity), f.code))
 
 
@@ -136,7 +146,9 @@ def _verdict_at_start(ts) -> list[Finding]:
     from tasks.witness import term_label
 
     task = ts.task
-    if task.success is None or not evaluate_np(task.success, ts.prop_names, ts.pos0, ts.pos0, ts.vel0):
+    nobody = np.zeros(len(ts.prop_names), bool)
+    if task.success is None or not evaluate_np(task.success, ts.prop_names, ts.pos0, ts.pos0, ts.vel0,
+                                                nobody, nobody):
         return []
     return [_finding(task, "K001", "Error", f"success {term_label(task.success)} is already true at t = 0",
                      "move the scored prop out of its zone, or raise the lifted height; success latches, so "
@@ -197,11 +209,12 @@ def _witness(ts) -> list[Finding]:
 def _passive(ts) -> list[Finding]:
     """K008 and K010: hold q0 for PASSIVE_S with nothing grasped, judging every 1/fps."""
     from mjx_backend.cpu import MujocoBackend
-    from tasks.predicates import evaluate_np
+    from tasks.predicates import dwell_ticks, evaluate_np
     from tasks.witness import term_label
 
     task, L, names = ts.task, ts.scene.layout, ts.prop_names
     dt = 1.0 / (task.fps or 50)
+    nobody, need, run = np.zeros(len(names), bool), dwell_ticks(task, task.fps or 50), 0
     qadr = [L.prop_qposadr[n] for n in names]
     dadr = [L.prop_dofadr[n] for n in names]
     try:
@@ -212,7 +225,8 @@ def _passive(ts) -> list[Finding]:
                 d = b.world_data()
                 pos = np.array([d.qpos[a:a + 3] for a in qadr]).reshape(-1, 3)
                 vel = np.array([d.qvel[a:a + 3] for a in dadr]).reshape(-1, 3)
-                if evaluate_np(task.success, names, pos, ts.pos0, vel):
+                run = run + 1 if evaluate_np(task.success, names, pos, ts.pos0, vel, nobody, nobody) else 0
+                if run >= need:
                     return [_finding(task, "K008", "Error",
                                      f"success {term_label(task.success)} turns true at t = "
                                      f"{(k + 1) * dt:.2f} s with the robot holding q0 and nothing grasped",
@@ -224,4 +238,29 @@ def _passive(ts) -> list[Finding]:
     return []
 
 
-__all__ = ["AIR_GAP", "PASSIVE_S", "START_TOL", "check_task"]
+def _baselines(ts, episodes: int) -> list[Finding]:
+    """K011: uniform random, sticky random and do-nothing policies, ``episodes`` each."""
+    from tasks.baselines import MAX_RATE, STICKY_TICKS, baseline_rates
+    from tasks.witness import term_label
+
+    task = ts.task
+    try:
+        counts = baseline_rates(ts, episodes, seed=0)
+    except CaliperError as exc:
+        return [_finding(task, "K011", "Error", f"the baseline policies could not be run: {exc}",
+                         "make the task run in tasks.env.VecEnv (position servos, a gripper)")]
+    text = ", ".join(f"{c.policy} {c.successes}/{c.episodes}" for c in counts)
+    gamed = [c for c in counts if c.games]
+    if not gamed:
+        return []
+    worst = max(gamed, key=lambda c: c.rate)
+    when = "" if worst.first is None else f" (first at tick {worst.first[1]} of episode {worst.first[0]})"
+    return [_finding(task, "K011", "Error",
+                     f"success {term_label(task.success)} is reached without doing the task: baseline "
+                     f"successes {text} (seed 0, sticky draws held {STICKY_TICKS} ticks), more than "
+                     f"{MAX_RATE:.0%} for {', '.join(c.policy for c in gamed)}{when}",
+                     "require the grasp (lifted: \"held\": true; placed_in_zone: \"released\": true) and a "
+                     "successDwellS, or move the zone where a push cannot reach it")]
+
+
+__all__ = ["AIR_GAP", "BASELINE_EPISODES", "PASSIVE_S", "START_TOL", "check_task"]

@@ -26,7 +26,9 @@ One control tick, for all worlds at once:
    MuJoCo steps, then MuJoCo's position stage at the new state, so the jaw body's pose is MuJoCo's
    own ``xpos`` / ``xmat`` / ``xquat`` (no separate kinematics);
 4. success: the task predicate (:func:`tasks.predicates.evaluate_np`, vectorised over worlds) on
-   the new prop centres, their episode-start centres and linear velocities; latched per episode;
+   the new prop centres, their episode-start centres and linear velocities, the held prop and the
+   props carried so far this episode; it fires once the verdict has held on
+   :func:`tasks.predicates.dwell_ticks` consecutive ticks, and latches per episode;
 5. ``terminated`` = success fired; ``truncated`` = horizon reached, or the world went unstable
    (MuJoCo raised or reset it; ``info["unstable"]``). Those worlds start a new episode in the same
    step: the returned observation is the new episode's first, ``info["final_obs"]`` the last
@@ -72,6 +74,15 @@ from tasks.env_common import (  # noqa: F401  (re-exported: tasks.env.check_draw
     check_draws,
     draw_shapes,
     resolve_task,
+)
+from tasks.predicates import (
+    carry_start,
+    carry_ticks,
+    carry_update,
+    dwell_ticks,
+    evaluator_np,
+    held_mask,
+    streak,
 )
 
 ENGINES = ("mujoco", "mjx")
@@ -228,9 +239,9 @@ class VecEnv(EnvShapes):
             "actuator_biasprm", "eq_data")}
         self._nominal["opt.gravity"] = np.array(mj.opt.gravity)
         # the NumPy twin of the success predicate, built once: (W, P, 3) float64 arrays -> (W,) bool
-        from tasks.predicates import evaluator_np
-
         self._success_np = None if self.task.success is None else evaluator_np(self.task.success, names)
+        self._dwell = dwell_ticks(self.task, self.layout.fps)
+        self._carry_need = carry_ticks(self.layout.fps)
 
     def _open_batch(self, nthread) -> None:
         """The MuJoCo batch and its live views: state rows (writable) and outputs (refreshed by
@@ -390,6 +401,10 @@ class VecEnv(EnvShapes):
         b.forward(ids, stage=self._stage_pos)
         self._pos0[ids] = qpos[:, self._prop_qpos[:, :3]]
         self._held[ids] = -1
+        for part in self._carry:
+            part[ids] = 0
+        self._carried[ids] = False
+        self._streak[ids] = 0
         self._success[ids] = False
         self._tick[ids] = 0
         self._return[ids] = 0.0
@@ -408,6 +423,9 @@ class VecEnv(EnvShapes):
         self._fresh = self._tick_i[:, self._io.i["fresh"]]
         self._fresh[:] = 1
         self._success = np.zeros(W, bool)
+        self._carry = carry_start(np, (W, self.layout.nprop))     # tasks.predicates.carry_update
+        self._carried = np.zeros((W, self.layout.nprop), bool)   # props picked up this episode
+        self._streak = np.zeros(W, np.int32)                       # ticks the verdict has held, ending now
         self._tick = np.zeros(W, np.int32)
         self._return = np.zeros(W, np.float64)
         self._prev_target = np.zeros((W, self.layout.nq))
@@ -551,7 +569,10 @@ class VecEnv(EnvShapes):
         self._weld(s, held)
         unstable = self._physics(None if act is None else np.flatnonzero(act))
         obs, s = self._observe()
-        fired = self._evaluate(s) & ~unstable & ~self._success
+        now = self._evaluate(s) & ~unstable
+        run = streak(np, self._streak, now)
+        self._streak[:] = run if act is None else np.where(act, run, self._streak)
+        fired = (self._streak >= self._dwell) & ~self._success
         if act is not None:
             unstable &= act
             fired &= act
@@ -611,10 +632,15 @@ class VecEnv(EnvShapes):
         return None if act.all() else act
 
     def _evaluate(self, s: dict) -> np.ndarray:
-        """(W,) bool: the task's success predicate holds now."""
+        """(W,) bool: the task's success predicate holds now (updates the carried props first)."""
+        held = held_mask(np, self._held, self.layout.nprop)
+        carry, carried = carry_update(np, self._carry, held, s["pos"], self._pos0, self._carry_need)
+        for part, new in zip(self._carry, carry, strict=True):
+            part[:] = new
+        self._carried[:] = carried
         if self._success_np is None:
             return np.zeros(self.num_envs, bool)
-        return self._success_np(s["pos"], self._pos0, s["vel"])
+        return self._success_np(s["pos"], self._pos0, s["vel"], held, self._carried)
 
     def _info(self, final_success, flags) -> dict:
         return {"success": self._success.copy(), "final_success": final_success, "held": self._held.copy(),

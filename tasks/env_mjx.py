@@ -18,7 +18,9 @@ One control tick, per world (the CPU engine's order, :mod:`tasks.env`):
 3. ``substeps`` ``mjx.step`` calls (``lax.fori_loop``) with ``ctrl`` = gated targets of the
    actuated joints, then ``mjx.kinematics`` so positions and body poses agree (as the CPU
    engine's position stage);
-4. success: the task predicate's JAX twin on (prop pos, pos0, prop linear velocity), latched;
+4. success: the task predicate's JAX twin on (prop pos, pos0, prop linear velocity, held prop,
+   props carried so far), fired after :func:`tasks.predicates.dwell_ticks` consecutive true ticks,
+   latched;
 5. ``terminated`` = success fired (reward 1 on that tick, or the task's dense reward of
    :mod:`tasks.rewards`, JAX twin, with ``info["reward_terms"]``), ``truncated`` = horizon reached or the
    world went non-finite; finished worlds reset in the same step (``jnp.where`` over the world's
@@ -73,7 +75,7 @@ from tasks.env_common import (
     draw_shapes,
     resolve_task,
 )
-from tasks.predicates import evaluator
+from tasks.predicates import carry_start, carry_ticks, carry_update, dwell_ticks, evaluator, held_mask, streak
 
 mjx = import_mjx()
 
@@ -88,6 +90,8 @@ class State(NamedTuple):
     safety: Any        # caliper_jax.control.safety.SafetyState, the gate's state
     held: Any          # (W,) int32 held prop index, -1: none
     success: Any       # (W,) bool success latched in the current episode
+    carry: Any         # carry state of tasks.predicates.carry_update: 3 x (W, P)
+    streak: Any        # (W,) int32 consecutive ticks the verdict has held, ending now
     tick: Any          # (W,) int32 control ticks into the current episode
     episode: Any       # (W,) int32 episode index of each world
     ret: Any           # (W,) float32 return of the current episode so far
@@ -201,6 +205,8 @@ class MjxEnv(EnvShapes):
         self._q0_target = q0
         self._draw_shapes = draw_shapes(L, mj.nu)
         self._evaluate = None if self.task.success is None else evaluator(self.task.success, names)
+        self._dwell = dwell_ticks(self.task, L.fps)
+        self._carry_need = carry_ticks(L.fps)
 
     def _device_tables(self) -> None:
         """Nominal values of the per-world model leaves and the gate parameters (device arrays)."""
@@ -314,7 +320,8 @@ class MjxEnv(EnvShapes):
             info["images"] = self._images(d)
             info["final_images"] = jax.tree_util.tree_map(jnp.zeros_like, info["images"])
         return State(data=d, model=leaves, safety=init_safety(s["q"].astype(self._gdtype), self.layout.nv),
-                     held=held, success=no, tick=jnp.zeros((), jnp.int32),
+                     held=held, success=no, carry=carry_start(jnp, (self.layout.nprop,)),
+                     streak=jnp.zeros((), jnp.int32), tick=jnp.zeros((), jnp.int32),
                      episode=jnp.asarray(episode, jnp.int32), ret=jnp.zeros((), f32), pos0=s["pos"], obs=obs,
                      reward=jnp.zeros((), f32), terminated=no, truncated=no, info=info, key=None,
                      target=jnp.asarray(self._q0_target, self._gdtype))
@@ -358,11 +365,14 @@ class MjxEnv(EnvShapes):
         unstable = ~(jnp.all(jnp.isfinite(d.qpos)) & jnp.all(jnp.isfinite(d.qvel)))
         s = self._read(d)
         obs = self._observe(s, held)
+        held_now = held_mask(jnp, held, L.nprop)
+        carry, carried = carry_update(jnp, w.carry, held_now, s["pos"], w.pos0, self._carry_need)
         now = jnp.asarray(False) if self._evaluate is None else \
-            jnp.asarray(self._evaluate(s["pos"], w.pos0, s["vel"]), bool)
+            jnp.asarray(self._evaluate(s["pos"], w.pos0, s["vel"], held_now, carried), bool)
         now = now & ~unstable
-        fired = now & ~w.success
-        success = w.success | now
+        run = streak(jnp, w.streak, now)
+        fired = (run >= self._dwell) & ~w.success
+        success = w.success | fired
         tick = w.tick + 1
         terms = self._reward_terms(s, w, held, target, unstable)
         reward = R.total(self.task.reward, fired, terms, jnp)
@@ -370,7 +380,8 @@ class MjxEnv(EnvShapes):
         truncated = ~fired & ((tick >= L.horizon) | unstable)
         done = fired | truncated
         final_images = self._images(d) if self.cameras else None
-        stepped = w._replace(data=d, model=leaves, safety=safety, held=held, success=success, tick=tick,
+        stepped = w._replace(data=d, model=leaves, safety=safety, held=held, success=success,
+                             carry=carry, streak=run, tick=tick,
                              ret=ret, obs=obs, key=None, target=target,
                              info=dict(w.info, images=final_images) if self.cameras else w.info)
         fresh = self._reset_world(key, world, w.episode + 1)

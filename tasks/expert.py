@@ -7,13 +7,17 @@ pose whose welded prop satisfies the predicate, and a collision-checked joint pa
 line, else RRT-connect) joins them. The expert then plans
 
     start (gripper open) -> grasp (open) -> close (CLOSE_DWELL_S at rest) -> carry path
-    (closed) -> carry pose, held
+    (closed) -> carry pose, held [-> at rest SETTLE_DWELL_S, and until the gripper has been
+    closed CARRY_S + CARRY_MARGIN_S -> gripper open, held]
 
-as one jerk-limited trajectory (:func:`caliper_jax.motion.trajectory.retime_waypoints`, every leg a
-synchronised S-curve at SPEED_SCALE of the joint velocity limits), sampled at the task's fps. The
-rows are joint position targets: the environment runs them closed loop through its safety gate,
-position servos, contact and the weld grasp, and ends the episode when the verdict fires (the
-expert does not release: every zoo predicate holds with the prop in hand and at rest).
+(the bracketed release when the predicate wants the prop released: ``placed_in_zone`` with
+``released``) as one jerk-limited trajectory
+(:func:`caliper_jax.motion.trajectory.retime_waypoints`, every leg a synchronised S-curve at
+SPEED_SCALE of the joint velocity limits), sampled at the task's fps. The rows are joint
+position targets: the environment runs them closed loop through its safety gate,
+position servos, contact and the weld grasp, and ends the episode when the verdict fires (after
+the task's success dwell). A ``lifted ... held`` predicate is met with the prop in hand; a
+placement that wants the prop released is met after the release, the jaw open around the prop.
 
 The approach is the straight joint-space line from the start pose to the grasp: on gripper_arm a
 pose "above" the grasp needs a deeply bent elbow whose swing knocked the prop away (measured), while
@@ -31,16 +35,20 @@ from caliper_jax.errors import CaliperError
 
 SPEED_SCALE = 0.3      # fraction of the joint velocity limits
 CLOSE_DWELL_S = 0.3    # s at rest with the gripper closing before the carry
+SETTLE_DWELL_S = 0.3   # s at rest at the carry pose before a release
+CARRY_MARGIN_S = 0.2   # s held beyond tasks.predicates.CARRY_S before a release (the gated close lags)
 
 
 @dataclass(frozen=True)
 class Demo:
     """One planned episode: ``targets`` (T, nq) joint position targets, one per control tick (hold
-    the last row after T), the witness it follows, and the tick the gripper is commanded closed."""
+    the last row after T), the witness it follows, the tick the gripper is commanded closed and the
+    tick it is commanded open again (None: it never releases)."""
 
     targets: np.ndarray
     witness: object
     close_tick: int
+    release_tick: int | None = None
 
 
 def moved_task(task, pos, quat):
@@ -113,6 +121,7 @@ def _rows(waypoints, limits, fps: int) -> np.ndarray:
 
 def plan_demo(ts, fps: int) -> Demo:
     """The expert's plan for the task scene ``ts`` as built (props at their start poses)."""
+    from tasks.predicates import carry_ticks, released_props
     from tasks.witness import witness
 
     w = witness(ts)
@@ -123,7 +132,13 @@ def plan_demo(ts, fps: int) -> Demo:
     carry = _rows(np.asarray(w.path), limits, fps)
     targets = np.concatenate([reach, dwell, carry[1:]])
     close_tick = len(reach) - 1
-    return Demo(targets, w, close_tick)
+    if w.prop not in released_props(ts.task.success):
+        return Demo(targets, w, close_tick)
+    held = len(targets) - close_tick                        # ticks commanded closed so far
+    wait = max(round(SETTLE_DWELL_S * fps), carry_ticks(fps) + round(CARRY_MARGIN_S * fps) - held, 1)
+    settle = np.repeat(targets[-1:], wait, axis=0)
+    targets = np.concatenate([targets, settle, _opened(ts, targets[-1])[None]])
+    return Demo(targets, w, close_tick, len(targets) - 1)
 
 
 def plan_for_start(ts, pos, quat, fps: int) -> Demo:
@@ -173,5 +188,5 @@ class ScriptedExpert:
             self.failed_plans.append((w, int(info["episode"]["index"][w]), str(exc)))
 
 
-__all__ = ["CLOSE_DWELL_S", "Demo", "SPEED_SCALE", "ScriptedExpert", "moved_task", "plan_demo",
-           "plan_for_start"]
+__all__ = ["CARRY_MARGIN_S", "CLOSE_DWELL_S", "SETTLE_DWELL_S", "Demo", "SPEED_SCALE", "ScriptedExpert",
+           "moved_task", "plan_demo", "plan_for_start"]

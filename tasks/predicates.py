@@ -4,7 +4,21 @@ State convention (world frame, metres and m/s, props in ``task.props`` order):
 
 - ``pos``  ``(..., P, 3)``: prop centre positions now;
 - ``pos0`` ``(..., P, 3)``: prop centre positions at the start of the episode;
-- ``vel``  ``(..., P, 3)``: prop linear velocities, or None (then a settled check raises).
+- ``vel``  ``(..., P, 3)``: prop linear velocities, or None (then a settled check raises);
+- ``held`` ``(..., P)`` bool: the prop is in the gripper now (the environments: its grasp weld is
+  on), or None (then a ``lifted`` with ``held`` or a ``placed_in_zone`` with ``released`` raises);
+- ``carried`` ``(..., P)`` bool: the prop has been picked up this episode: it was in the gripper
+  for CARRY_S without a break, and at some tick in the gripper its centre was at least CARRY_RISE
+  above its start height (:func:`carry_update`, latched), or None (as ``held``). A prop dragged
+  along the ground, or taken and dropped again at once, is not carried.
+
+A ``lifted`` with ``held`` also needs ``held[..., i]``; a ``placed_in_zone`` with ``released``
+also needs ``carried[..., i] & ~held[..., i]``: a prop pushed, knocked or dropped into a zone
+without ever being carried is not placed, nor is one still in the gripper.
+
+The verdict is instantaneous. The task's ``success_dwell_s`` makes a success need the verdict on
+:func:`dwell_ticks` consecutive control ticks (:func:`streak`, written once over the array module
+for both engines).
 
 Leading ``...`` dimensions are batch dimensions; a verdict has shape ``(...)``. Comparisons are
 plain ``>=`` / ``<=`` in the dtype of ``pos`` (zone faces inclusive, speed = Euclidean norm of the
@@ -16,6 +30,8 @@ NumPy-only at import time; JAX is imported inside :func:`evaluator`.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from functools import reduce
 
 import numpy as np
@@ -38,48 +54,90 @@ def needs_velocity(pred: Predicate) -> bool:
     return isinstance(pred, PlacedInZone) and pred.settled_speed is not None
 
 
+def needs_grasp(pred: Predicate) -> bool:
+    """True when some term judges the grasp (``lifted`` with ``held``, ``placed_in_zone`` with
+    ``released``): the state must then carry ``held`` and ``carried``."""
+    if isinstance(pred, (AllOf, AnyOf)):
+        return any(needs_grasp(t) for t in pred.terms)
+    return bool(getattr(pred, "held", False) or getattr(pred, "released", False))
+
+
+def geometric(pred: Predicate) -> Predicate:
+    """``pred`` without its grasp conditions (``held`` / ``released`` off): the pose part only, for
+    a search over carry poses that decides the grasp afterwards (:mod:`tasks.witness`)."""
+    if isinstance(pred, (AllOf, AnyOf)):
+        return type(pred)(tuple(geometric(t) for t in pred.terms))
+    if isinstance(pred, Lifted):
+        return dataclasses.replace(pred, held=False)
+    if isinstance(pred, PlacedInZone):
+        return dataclasses.replace(pred, released=False)
+    return pred
+
+
+def released_props(pred: Predicate) -> list[str]:
+    """The props some ``placed_in_zone`` term wants released, in predicate order, each once."""
+    return list(dict.fromkeys(leaf.prop for leaf in _leaves(pred)
+                              if isinstance(leaf, PlacedInZone) and leaf.released))
+
+
 def _settled_error(pred: PlacedInZone) -> CaliperError:
     return CaliperError(f"placed_in_zone {pred.prop!r} in {pred.zone.name!r}: settled_speed needs "
                         "velocities, and this state has none")
 
 
+def _grasp_error(pred) -> CaliperError:
+    what = "held" if isinstance(pred, Lifted) else "released"
+    kind = "lifted" if isinstance(pred, Lifted) else "placed_in_zone"
+    return CaliperError(f"{kind} {pred.prop!r}: {what} needs the grasp state (held, carried), and this "
+                        "state has none")
+
+
 def _build(pred: Predicate, prop_names, xp):
-    """``fn(pos, pos0, vel) -> bool (...)`` over the array module ``xp`` (numpy or jax.numpy).
-    Prop names resolve here, once; the inputs' dtype sets the comparison precision."""
+    """``fn(pos, pos0, vel, held, carried) -> bool (...)`` over the array module ``xp`` (numpy or
+    jax.numpy). Prop names resolve here, once; the inputs' dtype sets the comparison precision."""
     if isinstance(pred, (AllOf, AnyOf)):
         terms = [_build(t, prop_names, xp) for t in pred.terms]
         op, unit = (xp.logical_and, True) if isinstance(pred, AllOf) else (xp.logical_or, False)
 
-        def combine(pos, pos0, vel):
+        def combine(pos, pos0, vel, held, carried):
             start = xp.full(pos.shape[:-2], unit)
-            return reduce(op, (term(pos, pos0, vel) for term in terms), start)
+            return reduce(op, (term(pos, pos0, vel, held, carried) for term in terms), start)
         return combine
     if isinstance(pred, Lifted):
         i = _index(pred.prop, prop_names)
         if pred.ref not in ("initial", "absolute"):
             raise CaliperError(f"lifted {pred.prop!r}: ref {pred.ref!r} is not one of initial, absolute")
 
-        def lifted(pos, pos0, vel):
+        def lifted(pos, pos0, vel, held, carried):
             z = pos[..., i, 2]
             rise = z - pos0[..., i, 2] if pred.ref == "initial" else z
-            return rise >= xp.asarray(pred.height, dtype=pos.dtype)
+            up = rise >= xp.asarray(pred.height, dtype=pos.dtype)
+            if not pred.held:
+                return up
+            if held is None:
+                raise _grasp_error(pred)
+            return up & held[..., i]
         return lifted
     if isinstance(pred, PlacedInZone):
         i = _index(pred.prop, prop_names)
         lo = [c - h for c, h in zip(pred.zone.center, pred.zone.half, strict=True)]
         hi = [c + h for c, h in zip(pred.zone.center, pred.zone.half, strict=True)]
 
-        def placed(pos, pos0, vel):
+        def placed(pos, pos0, vel, held, carried):
             p = pos[..., i, :]
-            inside = xp.all((p >= xp.asarray(lo, dtype=pos.dtype)) & (p <= xp.asarray(hi, dtype=pos.dtype)),
-                            axis=-1)
-            if pred.settled_speed is None:
-                return inside
-            if vel is None:
-                raise _settled_error(pred)
-            v = vel[..., i, :]
-            speed = xp.sqrt(v[..., 0] * v[..., 0] + v[..., 1] * v[..., 1] + v[..., 2] * v[..., 2])
-            return inside & (speed <= xp.asarray(pred.settled_speed, dtype=v.dtype))
+            ok = xp.all((p >= xp.asarray(lo, dtype=pos.dtype)) & (p <= xp.asarray(hi, dtype=pos.dtype)),
+                        axis=-1)
+            if pred.settled_speed is not None:
+                if vel is None:
+                    raise _settled_error(pred)
+                v = vel[..., i, :]
+                speed = xp.sqrt(v[..., 0] * v[..., 0] + v[..., 1] * v[..., 1] + v[..., 2] * v[..., 2])
+                ok = ok & (speed <= xp.asarray(pred.settled_speed, dtype=v.dtype))
+            if pred.released:
+                if held is None or carried is None:
+                    raise _grasp_error(pred)
+                ok = ok & carried[..., i] & ~held[..., i]
+            return ok
         return placed
     raise CaliperError(f"not a success predicate: {pred!r}")
 
@@ -91,39 +149,92 @@ def _floats(x, xp):
     return a if xp.issubdtype(a.dtype, xp.floating) else xp.asarray(x, dtype=float)
 
 
+def _bools(x, xp):
+    return None if x is None else xp.asarray(x, dtype=bool)
+
+
 def evaluator_np(pred: Predicate, prop_names):
-    """The NumPy twin, built once: ``fn(pos, pos0, vel=None) -> bool array (...)`` (for a host loop
-    that evaluates every tick; :func:`evaluate_np` builds it per call)."""
+    """The NumPy twin, built once: ``fn(pos, pos0, vel=None, held=None, carried=None) -> bool
+    array (...)`` (for a host loop that evaluates every tick; :func:`evaluate_np` builds it per
+    call)."""
     fn = _build(pred, prop_names, np)
 
-    def evaluate(pos, pos0, vel=None):
-        return fn(_floats(pos, np), _floats(pos0, np), None if vel is None else _floats(vel, np))
+    def evaluate(pos, pos0, vel=None, held=None, carried=None):
+        return fn(_floats(pos, np), _floats(pos0, np), None if vel is None else _floats(vel, np),
+                  _bools(held, np), _bools(carried, np))
     return evaluate
 
 
-def evaluate_np(pred: Predicate, prop_names, pos, pos0, vel=None):
+def evaluate_np(pred: Predicate, prop_names, pos, pos0, vel=None, held=None, carried=None):
     """The NumPy twin: the verdict for one state (a bool), or a bool array over leading batch
     dimensions. Lists become float64; float32 arrays compare in float32 (as the JAX twin does)."""
-    out = evaluator_np(pred, prop_names)(pos, pos0, vel)
+    out = evaluator_np(pred, prop_names)(pos, pos0, vel, held, carried)
     return bool(out) if np.ndim(out) == 0 else np.asarray(out, dtype=bool)
 
 
 def evaluator(pred: Predicate, prop_names):
-    """The JAX twin: a pure ``fn(pos, pos0, vel) -> bool array (...)`` in ``jax.numpy`` (no jit
-    inside; jit and vmap it as you like). ``vel`` may be None only when no term is a settled check:
-    otherwise the call raises while tracing."""
+    """The JAX twin: a pure ``fn(pos, pos0, vel, held, carried) -> bool array (...)`` in
+    ``jax.numpy`` (no jit inside; jit and vmap it as you like). ``vel`` may be None only when no
+    term is a settled check, ``held`` / ``carried`` only when no term judges the grasp: otherwise
+    the call raises while tracing."""
     import jax.numpy as jnp
 
     fn = _build(pred, prop_names, jnp)
 
-    def evaluate(pos, pos0, vel=None):
-        return fn(_floats(pos, jnp), _floats(pos0, jnp), None if vel is None else _floats(vel, jnp))
+    def evaluate(pos, pos0, vel=None, held=None, carried=None):
+        return fn(_floats(pos, jnp), _floats(pos0, jnp), None if vel is None else _floats(vel, jnp),
+                  _bools(held, jnp), _bools(carried, jnp))
     return evaluate
 
 
 def latch(prev, now):
     """Success latches within an episode: once true, true for the rest of it."""
     return prev | now
+
+
+CARRY_RISE = 0.01      # m a held prop's centre must rise above its start height to count as carried
+CARRY_S = 1.5          # s a prop must stay in the gripper without a break to count as carried
+
+
+def carry_ticks(fps: float) -> int:
+    """CARRY_S in control ticks at ``fps``, rounded up."""
+    return max(1, math.ceil(CARRY_S * fps - 1e-9))
+
+
+def carry_start(xp, shape):
+    """The carry state of a new episode for props of leading shape ``shape`` (..., P): (risen bool,
+    held run int32, held long enough bool), all off."""
+    return (xp.zeros(shape, bool), xp.zeros(shape, xp.int32), xp.zeros(shape, bool))
+
+
+def carry_update(xp, carry, held, pos, pos0, need: int):
+    """One tick of the carry state (:func:`carry_start`) with ``held`` (..., P) bool and prop centres
+    ``pos`` / start centres ``pos0`` (..., P, 3) -> (new carry state, carried (..., P) bool):
+    carried = held for ``need`` ticks without a break at some time, and lifted CARRY_RISE while held
+    at some time (both latched within the episode)."""
+    risen, run, long = carry
+    rise = pos[..., 2] - pos0[..., 2]
+    risen = risen | (held & (rise >= xp.asarray(CARRY_RISE, dtype=rise.dtype)))
+    run = xp.where(held, run + 1, 0).astype(run.dtype)
+    long = long | (run >= need)
+    return (risen, run, long), risen & long
+
+
+def held_mask(xp, held, nprop: int):
+    """(..., P) bool from the environments' held prop index ``held`` (...,) int (-1: none)."""
+    return xp.asarray(held)[..., None] == xp.arange(nprop)
+
+
+def dwell_ticks(task, fps: int) -> int:
+    """Consecutive control ticks the verdict must hold for a success: ``task.success_dwell_s`` at
+    ``fps``, rounded up, at least 1 (a dwell of 0 keeps the first true tick)."""
+    dwell = float(getattr(task, "success_dwell_s", 0.0) or 0.0)
+    return max(1, math.ceil(dwell * fps - 1e-9))
+
+
+def streak(xp, prev, now):
+    """Consecutive ticks the verdict has held, ending now: ``prev + 1`` where ``now``, else 0."""
+    return xp.where(now, prev + 1, 0).astype(prev.dtype)
 
 
 # ---- reading a predicate ---------------------------------------------------------------------------
@@ -138,14 +249,17 @@ def describe(pred: Predicate) -> str:
         word = "all of" if isinstance(pred, AllOf) else "any of"
         return f"{word}: " + "; ".join(f"({describe(t)})" for t in pred.terms)
     if isinstance(pred, Lifted):
+        held = " in the gripper" if pred.held else ""
         if pred.ref == "initial":
-            return f"{pred.prop} lifted at least {pred.height:g} m above its start height"
-        return f"{pred.prop} centre at height >= {pred.height:g} m"
+            return f"{pred.prop} lifted at least {pred.height:g} m above its start height{held}"
+        return f"{pred.prop} centre at height >= {pred.height:g} m{held}"
     if isinstance(pred, PlacedInZone):
         z = pred.zone
         text = f"{pred.prop} centre inside zone {z.name} (centre {_fmt(z.center)}, half {_fmt(z.half)} m)"
         if pred.settled_speed is not None:
             text += f" and moving at most {pred.settled_speed:g} m/s"
+        if pred.released:
+            text += ", released from the gripper"
         return text
     raise CaliperError(f"not a success predicate: {pred!r}")
 
@@ -169,5 +283,6 @@ def zone_pairs(pred: Predicate) -> list[tuple[str, Zone]]:
     return list(dict.fromkeys(pairs))
 
 
-__all__ = ["describe", "evaluate_np", "evaluator", "evaluator_np", "latch", "needs_velocity", "props_of",
-           "zone_pairs"]
+__all__ = ["CARRY_RISE", "CARRY_S", "carry_start", "carry_ticks", "carry_update", "describe", "dwell_ticks",
+           "evaluate_np", "evaluator", "evaluator_np", "geometric", "held_mask", "latch", "needs_grasp",
+           "needs_velocity", "props_of", "released_props", "streak", "zone_pairs"]

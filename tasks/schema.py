@@ -60,21 +60,25 @@ class Zone:
 
 @dataclass(frozen=True)
 class Lifted:
-    """[lifted] ``ref="initial"``: z - z0 >= height (height > 0); ``"absolute"``: z >= height."""
+    """[lifted] ``ref="initial"``: z - z0 >= height (height > 0); ``"absolute"``: z >= height;
+    ``held``: and the prop is in the gripper now (a knocked-up prop does not count)."""
 
     prop: str
     height: float
     ref: str = "initial"
+    held: bool = False
 
 
 @dataclass(frozen=True)
 class PlacedInZone:
     """[placed_in_zone] the prop's centre inside the zone (faces inclusive) and, when
-    ``settled_speed`` is given, its linear speed <= settled_speed (m/s)."""
+    ``settled_speed`` is given, its linear speed <= settled_speed (m/s); ``released``: and the
+    prop was in the gripper earlier in the episode and is not now (placed, not pushed or held)."""
 
     prop: str
     zone: Zone
     settled_speed: float | None = None
+    released: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,7 @@ class Task:
     randomization: tuple | None = None  # ((field, value), ...) declared randomisation (v2)
     expert: str | None = None          # the scripted expert's skill: "pick" (default) | "push" (v2)
     reward: RewardSpec | None = None   # schema v2 dense reward block (None: the 0/1 success flag)
+    success_dwell_s: float = 0.0       # s the verdict must hold without a break (0: one tick)
 
 
 # ---- the loader -----------------------------------------------------------------------------------
@@ -132,7 +137,8 @@ TASK_SUFFIX = ".caliper-task.json"
 ZOO_DIR = Path(__file__).resolve().parent / "zoo"
 ARM_ZOO_DIR = ZOO_DIR / "arms"           # the registry-arm tasks (schema v2, friction grasps)
 
-_TOP_KEYS = ("version", "name", "robot", "q0", "scene", "gripper", "success", "horizonS", "fps")
+_TOP_KEYS = ("version", "name", "robot", "q0", "scene", "gripper", "success", "successDwellS", "horizonS",
+             "fps")
 _TOP_KEYS_V2 = _TOP_KEYS + ("grasp", "randomization", "expert", "reward")
 GRASPS = ("weld", "friction")
 EXPERTS = ("pick", "push")
@@ -146,8 +152,8 @@ _MATERIAL_KEYS = ("solref", "solimp", "friction", "name")
 _ZONE_KEYS = ("name", "center", "half", "rgba")
 _GRIPPER_KEYS = ("joint", "closed")
 _PREDICATE_KEYS = {
-    "lifted": ("kind", "prop", "height", "ref"),
-    "placed_in_zone": ("kind", "prop", "zone", "settled_speed"),
+    "lifted": ("kind", "prop", "height", "ref", "held"),
+    "placed_in_zone": ("kind", "prop", "zone", "settled_speed", "released"),
     "all_of": ("kind", "terms"),
     "any_of": ("kind", "terms"),
 }
@@ -342,7 +348,7 @@ def _predicate(d, path: str, zones: dict, props) -> Predicate:
         height = _num(d["height"], _join(path, "height"))
         if ref == "initial" and height <= 0:
             _fail(_join(path, "height"), f"must be > 0 for ref 'initial', got {height:g}")
-        return Lifted(prop, height, ref)
+        return Lifted(prop, height, ref, _bool(d.get("held", False), _join(path, "held")))
     zpath = _join(path, "zone")
     if isinstance(d["zone"], str):
         if d["zone"] not in zones:
@@ -358,7 +364,13 @@ def _predicate(d, path: str, zones: dict, props) -> Predicate:
         speed = _num(speed, _join(path, "settled_speed"))
         if speed < 0:
             _fail(_join(path, "settled_speed"), f"must be >= 0, got {speed:g}")
-    return PlacedInZone(prop, zone, speed)
+    return PlacedInZone(prop, zone, speed, _bool(d.get("released", False), _join(path, "released")))
+
+
+def _bool(value, path: str) -> bool:
+    if not isinstance(value, bool):
+        _fail(path, f"expected true or false, got {_type(value)}")
+    return value
 
 
 def predicate_to_dict(p: Predicate, zones=()) -> dict:
@@ -368,12 +380,17 @@ def predicate_to_dict(p: Predicate, zones=()) -> dict:
         return {"kind": "all_of" if isinstance(p, AllOf) else "any_of",
                 "terms": [predicate_to_dict(t, zones) for t in p.terms]}
     if isinstance(p, Lifted):
-        return {"kind": "lifted", "prop": p.prop, "height": p.height, "ref": p.ref}
+        out = {"kind": "lifted", "prop": p.prop, "height": p.height, "ref": p.ref}
+        if p.held:
+            out["held"] = True
+        return out
     if isinstance(p, PlacedInZone):
         zone = p.zone.name if p.zone in tuple(zones) else _zone_to_dict(p.zone)
         out = {"kind": "placed_in_zone", "prop": p.prop, "zone": zone}
         if p.settled_speed is not None:
             out["settled_speed"] = p.settled_speed
+        if p.released:
+            out["released"] = True
         return out
     raise CaliperError(f"not a success predicate: {p!r}")
 
@@ -485,8 +502,12 @@ def _parse(data, base_dir: Path, source: Path | None) -> Task:
     if data.get("reward") is not None:
         reward = parse_reward(data["reward"], [p.name for p in props], [z.name for z in zones], _fail, _num,
                               _obj, _hint)
+    dwell = data.get("successDwellS")
+    dwell = 0.0 if dwell is None else _num(dwell, "successDwellS")
+    if dwell < 0:
+        _fail("successDwellS", f"must be >= 0, got {dwell:g}")
     return Task(name, robot, q0, ground, props, zones, gripper, success, horizon, fps, source, version,
-                robot_name, grasp, randomization, expert, reward)
+                robot_name, grasp, randomization, expert, reward, success_dwell_s=dwell)
 
 
 def parse_task(data: dict, base_dir: Path | None = None, source: str | Path | None = None) -> Task:
@@ -550,6 +571,8 @@ def task_to_dict(task: Task) -> dict:
             out["gripper"] = {"joint": task.gripper.joint, **out["gripper"]}
     if task.success is not None:
         out["success"] = predicate_to_dict(task.success, task.zones)
+    if task.success_dwell_s:
+        out["successDwellS"] = task.success_dwell_s
     if task.horizon_s is not None:
         out["horizonS"] = task.horizon_s
     if task.fps is not None:

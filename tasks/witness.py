@@ -88,7 +88,8 @@ class Verification:
     ``at_start``: the verdict at t = 0 (props at their start); ``pos`` / ``vel`` (P, 3) prop
     centres and linear velocities at the end; ``settle_s``: time after the move until everything
     moved slower than SETTLE_SPEED for SETTLE_FOR (None: never within HOLD_S); ``drift`` (m): the
-    carried prop's settled centre to the witness's FK prediction (weld sag + servo error).
+    carried prop's settled centre, still welded (before any release), to the witness's FK
+    prediction (weld sag + servo error).
     Truthy when the settled verdict is true and the start verdict false."""
 
     success: bool
@@ -105,9 +106,9 @@ class Verification:
 def term_label(pred) -> str:
     """Short text of a predicate term, e.g. ``placed_in_zone(cube, bin)``."""
     if isinstance(pred, Lifted):
-        return f"lifted({pred.prop}, {pred.height:g} {pred.ref})"
+        return f"lifted({pred.prop}, {pred.height:g} {pred.ref}{', held' if pred.held else ''})"
     if isinstance(pred, PlacedInZone):
-        return f"placed_in_zone({pred.prop}, {pred.zone.name})"
+        return f"placed_in_zone({pred.prop}, {pred.zone.name}{', released' if pred.released else ''})"
     if isinstance(pred, (AllOf, AnyOf)):
         kind = "all_of" if isinstance(pred, AllOf) else "any_of"
         return f"{kind}[{', '.join(term_label(t) for t in pred.terms)}]"
@@ -541,6 +542,8 @@ def witness(ts) -> Witness:
 
 
 def _witness_goal(ts, goal: Goal, evaluate_np) -> Witness:
+    from tasks.predicates import geometric
+
     prop, lo, hi, pref = _carried(ts, goal)
     g = grasps(ts, [prop])[prop]
     if g.q is None:
@@ -555,6 +558,7 @@ def _witness_goal(ts, goal: Goal, evaluate_np) -> Witness:
     qs = _solve(ts, rel[:3], targets, np.repeat(g.q[None], len(targets), axis=0))
     names, pos0, zero = ts.prop_names, ts.pos0, np.zeros((len(ts.prop_names), 3))
     i = names.index(prop)
+    pose_only = geometric(ts.task.success)             # the grasp is decided by verify_witness
     valid, closest, why = [], np.inf, "no candidate reaches the goal region"
     for target, q in zip(targets, qs, strict=True):
         q = _closed(ts, q)
@@ -564,7 +568,7 @@ def _witness_goal(ts, goal: Goal, evaluate_np) -> Witness:
         pos = kin.prop_positions()
         inside = bool(np.all(pos[i] >= lo - 1e-9) and np.all(pos[i] <= hi + 1e-9))
         closest = min(closest, float(np.linalg.norm(np.clip(pos[i], lo, hi) - pos[i])))
-        if not (inside and evaluate_np(ts.task.success, names, pos, pos0, zero)):
+        if not (inside and evaluate_np(pose_only, names, pos, pos0, zero)):
             continue
         hits = kin.overlaps(held=prop)
         if hits:
@@ -653,10 +657,14 @@ def verify_witness(ts, w: Witness, *, speed: float = JOINT_SPEED, hold_s: float 
     servos to ``q_carry`` along ``w.path`` (straight joint-space lines with smoothstep timing, each
     leg taking max(MIN_LEG_S, largest joint change / ``speed``)),
     then hold, gripper closed, until every prop and joint has moved slower than SETTLE_SPEED for
-    SETTLE_FOR (at most ``hold_s``), and judge the predicate on that state."""
+    SETTLE_FOR (at most ``hold_s``). When the predicate wants the carried prop released, the weld
+    is then switched off, the gripper opens at the carry pose and the scene settles again. The
+    predicate is judged on that state, with the carried prop held (or released), and carried as
+    the environments judge it (:func:`tasks.predicates.carry_update`: welded CARRY_S, risen
+    CARRY_RISE while welded)."""
     from mjx_backend.cpu import MujocoBackend
     from mjx_backend.grasp import relative_pose
-    from tasks.predicates import evaluate_np
+    from tasks.predicates import carry_start, carry_ticks, carry_update, evaluate_np, released_props
 
     if ts.scene.mjcf.actuators != "position":
         raise CaliperError(f"task {ts.name}: verify_witness drives position servos; build the scene "
@@ -670,31 +678,58 @@ def verify_witness(ts, w: Witness, *, speed: float = JOINT_SPEED, hold_s: float 
             pos = np.array([qpos[L.prop_qposadr[n]:L.prop_qposadr[n] + 3] for n in names]).reshape(-1, 3)
             return pos, np.array([qvel[a:a + 3] for a in dofs]).reshape(-1, 3)
 
+        nobody = np.zeros(len(names), bool)
+        in_hand = np.array([n == w.prop for n in names], bool)
+        release = w.prop in released_props(pred)
         pos, vel = props()
-        at_start = bool(evaluate_np(pred, names, pos, pos0, vel))
+        at_start = bool(evaluate_np(pred, names, pos, pos0, vel, nobody, nobody))
         rel = relative_pose(b.world_data(), ts.weld_body, L.prop_body[w.prop])
         b.set_weld(0, w.prop, True, rel)
         b.enable()
+        carry, carried = carry_start(np, nobody.shape), nobody   # picked up (tasks.predicates.carry_update)
+        need = carry_ticks(1.0 / CONTROL_DT)
         for qa, qb in zip(w.path[:-1], w.path[1:], strict=True):
             n_move = max(1, int(round(max(MIN_LEG_S, np.max(np.abs(qb - qa)) / speed) / CONTROL_DT)))
             for k in range(1, n_move + 1):
                 s = k / n_move
                 b.command(qa + s * s * (3.0 - 2.0 * s) * (qb - qa))
                 b.step(CONTROL_DT)
-        settle_s, calm, t = None, 0.0, 0.0
-        while t < hold_s - 1e-9:
-            state = b.step(CONTROL_DT)
-            t += CONTROL_DT
-            _, vel = props()
-            speed = max(float(np.max(np.abs(state.v))),
-                        float(np.max(np.linalg.norm(vel, axis=1), initial=0.0)))
-            calm = calm + CONTROL_DT if speed < SETTLE_SPEED else 0.0
-            if calm >= SETTLE_FOR - 1e-9:
-                settle_s = t
+                carry, carried = carry_update(np, carry, in_hand, props()[0], pos0, need)
+
+        def settle():
+            nonlocal carry, carried
+            calm, t = 0.0, 0.0
+            while t < hold_s - 1e-9:
+                state = b.step(CONTROL_DT)
+                t += CONTROL_DT
+                now, vel = props()
+                if b.weld_active(0)[w.prop]:
+                    carry, carried = carry_update(np, carry, in_hand, now, pos0, need)
+                speed = max(float(np.max(np.abs(state.v))),
+                            float(np.max(np.linalg.norm(vel, axis=1), initial=0.0)))
+                calm = calm + CONTROL_DT if speed < SETTLE_SPEED else 0.0
+                if calm >= SETTLE_FOR - 1e-9:
+                    return t
+            return None
+
+        settle_s = settle()
+        for _ in range(need):                            # a release comes after CARRY_S in the gripper
+            if not release or carry[2][names.index(w.prop)]:
                 break
+            b.step(CONTROL_DT)
+            carry, carried = carry_update(np, carry, in_hand, props()[0], pos0, need)
+        carried_at = props()[0][names.index(w.prop)]    # the carry's end, before any release
+        if release:
+            b.set_weld(0, w.prop, False)
+            q_open = np.array(w.path[-1], np.float64)
+            q_open[ts.gripper.q_index] = ts.gripper.open
+            b.command(q_open)
+            again = settle()
+            settle_s = None if settle_s is None or again is None else settle_s + again
         pos, vel = props()
-    success = bool(evaluate_np(pred, names, pos, pos0, vel))
-    drift = float(np.linalg.norm(pos[names.index(w.prop)] - w.pos_carry[names.index(w.prop)]))
+    held = nobody if release else in_hand
+    success = bool(evaluate_np(pred, names, pos, pos0, vel, held, carried))
+    drift = float(np.linalg.norm(carried_at - w.pos_carry[names.index(w.prop)]))
     return Verification(success, at_start, pos, vel, settle_s, drift)
 
 

@@ -53,6 +53,8 @@ def test_task_check_flags_a_prop_inside_the_robot(capsys, tmp_path):
     assert any(f["code"] == "K002" and "cube" in f["message"] for f in report["findings"])
     code, out, _ = run(capsys, "task", "check", "lift-cube", "--no-sim", "--json")
     assert code == 0 and json.loads(out)["ok"]
+    code, out, err = run(capsys, "task", "check", "lift-cube", "--baselines", "-1")
+    assert code == 2 and out == "" and "--baselines: expected episodes >= 0, got -1" in err
 
 
 @pytest.mark.parametrize("name", ["lift-cube"])

@@ -1,7 +1,9 @@
 """Success predicates: the shared knife-edge table on both twins (NumPy; JAX in float32 and float64),
-JAX/NumPy agreement on random states of every zoo task (vmap, jit), and no zoo verdict true at t=0."""
+grasp conditions included (held, released), JAX/NumPy agreement on random states of every zoo task
+(vmap, jit), no zoo verdict true at t=0, and the success dwell's tick count and streak."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,7 +13,20 @@ import numpy as np
 import pytest
 
 from caliper_jax.errors import CaliperError
-from tasks.predicates import describe, evaluate_np, evaluator, latch, needs_velocity, props_of, zone_pairs
+from tasks.predicates import (
+    describe,
+    dwell_ticks,
+    evaluate_np,
+    evaluator,
+    geometric,
+    latch,
+    needs_grasp,
+    needs_velocity,
+    props_of,
+    released_props,
+    streak,
+    zone_pairs,
+)
 from tasks.schema import AllOf, AnyOf, Lifted, PlacedInZone, Zone, load_task, predicate_from_dict, zoo_files
 
 TABLE = json.loads((Path(__file__).parent / "data" / "predicate_cases.json").read_text())
@@ -22,11 +37,12 @@ CASES = TABLE["cases"]
 def _case(case):
     pred = predicate_from_dict(case["predicate"], ZONES, case["id"])    # props unchecked: the twins check
     arrays = [None if case[k] is None else np.array(case[k], np.float64) for k in ("pos", "pos0", "vel")]
+    arrays += [None if case.get(k) is None else np.array(case[k], bool) for k in ("held", "carried")]
     return pred, arrays
 
 
 def _cast(arrays, dtype):
-    return [None if a is None else a.astype(dtype) for a in arrays]
+    return [None if a is None else a.astype(dtype) for a in arrays[:3]] + list(arrays[3:])
 
 
 def _numpy(pred, names, arrays):
@@ -35,8 +51,9 @@ def _numpy(pred, names, arrays):
 
 def _jax(pred, names, arrays):
     dtype = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
-    pos, pos0, vel = [None if a is None else jnp.asarray(a, dtype=dtype) for a in arrays]
-    out = evaluator(pred, names)(pos, pos0, vel)
+    pos, pos0, vel = [None if a is None else jnp.asarray(a, dtype=dtype) for a in arrays[:3]]
+    held, carried = [None if a is None else jnp.asarray(a) for a in arrays[3:]]
+    out = evaluator(pred, names)(pos, pos0, vel, held, carried)
     assert out.dtype == jnp.bool_ and out.shape == ()
     return bool(out)
 
@@ -58,7 +75,8 @@ def test_table_is_float32_exact_and_covers_the_knife_edges():
     ids = [c["id"] for c in CASES]
     for needle in ("min-face", "max-face", "exactly-at-speed-limit", "lifted-initial-exactly",
                    "lifted-absolute-exactly", "just-outside", "nested", "raises-settled",
-                   "raises-unknown-prop"):
+                   "raises-unknown-prop", "knocked-up-not-in-gripper", "still-in-gripper",
+                   "pushed-never-carried", "raises-without-grasp-state"):
         assert any(needle in i for i in ids), needle
 
 
@@ -117,7 +135,9 @@ def _states(task, seed: int):
     on_limit = rng.random(N) < 0.1
     vel[on_limit] = 0.0
     vel[on_limit, :, rng.integers(3)] = limit
-    return pos, pos0, vel
+    held = rng.random((N, P)) < 0.5
+    carried = held | (rng.random((N, P)) < 0.5)
+    return pos, pos0, vel, held, carried
 
 
 def _leaves(pred):
@@ -128,15 +148,16 @@ def _leaves(pred):
         yield pred
 
 
-def _agree(task, pos, pos0, vel):
+def _agree(task, pos, pos0, vel, held, carried):
     """NumPy per state vs JAX (batched call, vmap, jit+vmap), in the dtype of the inputs."""
     names = [p.name for p in task.props]
-    expect = np.array([evaluate_np(task.success, names, pos[n], pos0[n], None if vel is None else vel[n])
-                       for n in range(N)])
-    assert np.array_equal(evaluate_np(task.success, names, pos, pos0, vel), expect)
+    expect = np.array([evaluate_np(task.success, names, pos[n], pos0[n], None if vel is None else vel[n],
+                                   held[n], carried[n]) for n in range(N)])
+    assert np.array_equal(evaluate_np(task.success, names, pos, pos0, vel, held, carried), expect)
     fn = evaluator(task.success, names)
-    args = [jnp.asarray(a) for a in (pos, pos0)] + ([] if vel is None else [jnp.asarray(vel)])
-    one = (lambda p, p0, v: fn(p, p0, v)) if vel is not None else (lambda p, p0: fn(p, p0, None))
+    args = [jnp.asarray(a) for a in (pos, pos0, held, carried)] + ([] if vel is None else [jnp.asarray(vel)])
+    one = (lambda p, p0, h, c, v: fn(p, p0, v, h, c)) if vel is not None else \
+        (lambda p, p0, h, c: fn(p, p0, None, h, c))
     for got in (one(*args), jax.vmap(one)(*args), jax.jit(jax.vmap(one))(*args)):
         assert got.shape == (N,) and got.dtype == jnp.bool_
         assert np.array_equal(np.asarray(got), expect), task.name
@@ -146,19 +167,22 @@ def _agree(task, pos, pos0, vel):
 @pytest.mark.parametrize("index", range(5))
 def test_zoo_twins_agree_float32(zoo, index):
     task = zoo[index]
-    pos, pos0, vel = (a.astype(np.float32) for a in _states(task, seed=index))
-    verdicts = _agree(task, pos, pos0, vel)
+    pos, pos0, vel, held, carried = _states(task, seed=index)
+    pos, pos0, vel = (a.astype(np.float32) for a in (pos, pos0, vel))
+    verdicts = _agree(task, pos, pos0, vel, held, carried)
     assert 0 < verdicts.sum() < N, (task.name, verdicts.sum())     # the states straddle the verdict
     if not needs_velocity(task.success):
-        assert np.array_equal(_agree(task, pos, pos0, None), verdicts)
+        assert np.array_equal(_agree(task, pos, pos0, None, held, carried), verdicts)
+    # the grasp terms decide: the same poses with the grasp state flipped give other verdicts
+    assert needs_grasp(task.success)
+    assert not np.array_equal(_agree(task, pos, pos0, vel, ~held, ~held), verdicts), task.name
 
 
 @pytest.mark.x64
 @pytest.mark.parametrize("index", range(5))
 def test_zoo_twins_agree_float64(zoo, index):
     task = zoo[index]
-    pos, pos0, vel = _states(task, seed=100 + index)
-    verdicts = _agree(task, pos, pos0, vel)
+    verdicts = _agree(task, *_states(task, seed=100 + index))
     assert 0 < verdicts.sum() < N, (task.name, verdicts.sum())
 
 
@@ -167,23 +191,54 @@ def test_zoo_settled_check_without_velocity_raises_in_both_twins(zoo, index):
     task = zoo[index]
     names = [p.name for p in task.props]
     spawn = np.array([p.pos for p in task.props])
+    no = np.zeros(len(names), bool)
     if not needs_velocity(task.success):
-        assert evaluate_np(task.success, names, spawn, spawn) is False
-        return
-    with pytest.raises(CaliperError, match="settled_speed needs velocities"):
-        evaluate_np(task.success, names, spawn, spawn)
-    fn = evaluator(task.success, names)
-    with pytest.raises(CaliperError, match="settled_speed needs velocities"):
-        jax.jit(lambda p, p0: fn(p, p0, None))(spawn, spawn)
+        assert evaluate_np(task.success, names, spawn, spawn, None, no, no) is False
+    else:
+        with pytest.raises(CaliperError, match="settled_speed needs velocities"):
+            evaluate_np(task.success, names, spawn, spawn, None, no, no)
+        fn = evaluator(task.success, names)
+        with pytest.raises(CaliperError, match="settled_speed needs velocities"):
+            jax.jit(lambda p, p0: fn(p, p0, None, no, no))(spawn, spawn)
+    still = np.zeros_like(spawn)
+    with pytest.raises(CaliperError, match="needs the grasp state"):
+        evaluate_np(task.success, names, spawn, spawn, still)
+    with pytest.raises(CaliperError, match="needs the grasp state"):
+        jax.jit(lambda p, p0, v: evaluator(task.success, names)(p, p0, v))(spawn, spawn, still)
 
 
 def test_every_zoo_verdict_is_false_at_t0(zoo):
     for task in zoo:
         names = [p.name for p in task.props]
         spawn = np.array([p.pos for p in task.props])
-        still = np.zeros_like(spawn)
-        assert evaluate_np(task.success, names, spawn, spawn, still) is False, task.name
-        assert not bool(evaluator(task.success, names)(spawn, spawn, still)), task.name
+        still, no = np.zeros_like(spawn), np.zeros(len(names), bool)
+        assert evaluate_np(task.success, names, spawn, spawn, still, no, no) is False, task.name
+        assert not bool(evaluator(task.success, names)(spawn, spawn, still, no, no)), task.name
+
+
+def test_geometric_drops_only_the_grasp_conditions(zoo):
+    for task in zoo:
+        pose = geometric(task.success)
+        assert not needs_grasp(pose) and needs_grasp(task.success)
+        assert zone_pairs(pose) == zone_pairs(task.success) and props_of(pose) == props_of(task.success)
+    assert released_props(zoo[3].success) == ["tall_block", "short_block"]
+    assert released_props(zoo[0].success) == [] and released_props(zoo[2].success) == []
+
+
+def test_dwell_ticks_and_streak():
+    lift = load_task(zoo_files()[0])
+    assert lift.success_dwell_s == 1.0 and dwell_ticks(lift, 50) == 50 and dwell_ticks(lift, 30) == 30
+    for dwell, fps, want in ((0.0, 50, 1), (0.02, 50, 1), (0.021, 50, 2), (1.0, 30, 30), (0.1, 30, 3)):
+        task = dataclasses.replace(lift, success_dwell_s=dwell)
+        assert dwell_ticks(task, fps) == want, (dwell, fps)
+    now = np.array([[1, 0], [1, 1], [0, 1], [1, 1]], bool)       # (T, W)
+    run, seen = np.zeros(2, np.int32), []
+    jrun = jnp.zeros(2, jnp.int32)
+    for row in now:
+        run, jrun = streak(np, run, row), streak(jnp, jrun, jnp.asarray(row))
+        seen.append(run.tolist())
+        assert np.array_equal(np.asarray(jrun), run) and run.dtype == np.int32
+    assert seen == [[1, 0], [2, 1], [0, 2], [1, 3]]
 
 
 def test_unknown_prop_raises_when_the_evaluator_is_built():
@@ -201,10 +256,12 @@ def test_integer_inputs_become_floats():
 
 def test_describe_props_of_zone_pairs(zoo):
     lines = {t.name: describe(t.success) for t in zoo}
-    assert lines["lift-cube"] == "cube lifted at least 0.08 m above its start height"
+    assert lines["lift-cube"] == "cube lifted at least 0.08 m above its start height in the gripper"
     assert lines["place-cube"] == ("cube centre inside zone bin (centre (-0.15, 0, 0.05), "
-                                   "half (0.07, 0.07, 0.06) m) and moving at most 0.01 m/s")
-    assert lines["hold-cube-high"].startswith("all of: (cube centre at height >= 0.3 m); (cube centre inside")
+                                   "half (0.07, 0.07, 0.06) m) and moving at most 0.01 m/s, released "
+                                   "from the gripper")
+    assert lines["hold-cube-high"].startswith("all of: (cube centre at height >= 0.3 m in the gripper); "
+                                              "(cube centre inside")
     assert lines["sort-blocks"].startswith("any of: (tall_block centre inside zone dock")
     assert all("\n" not in line for line in lines.values())
     sort = zoo[3]

@@ -209,6 +209,11 @@ BAD = [
     # settled speed, horizon, fps, gripper
     ("settled-negative", _set("success.terms[1]", "settled_speed", -0.01), "success.terms[1].settled_speed",
      "must be >= 0"),
+    ("lifted-held-string", _set("success.terms[0]", "held", "yes"), "success.terms[0].held", "true or false"),
+    ("placed-released-int", _set("success.terms[1]", "released", 1), "success.terms[1].released",
+     "true or false"),
+    ("dwell-negative", _set("", "successDwellS", -0.5), "successDwellS", "must be >= 0"),
+    ("dwell-string", _set("", "successDwellS", "1s"), "successDwellS", "expected a number"),
     ("horizon-zero", _set("", "horizonS", 0), "horizonS", "must be > 0"),
     ("horizon-negative", _set("", "horizonS", -1.0), "horizonS", "must be > 0"),
     ("fps-zero", _set("", "fps", 0), "fps", "positive integer"),
@@ -262,6 +267,7 @@ def test_optional_fields_default(folder):
     task = load_task(_write(folder, minimal))
     assert (task.q0, task.ground, task.props, task.zones) == (None, 0.0, (), ())
     assert (task.gripper, task.success, task.horizon_s, task.fps) == (None, None, None, None)
+    assert task.success_dwell_s == 0.0 and "successDwellS" not in task_to_dict(task)
     assert parse_task(task_to_dict(task), source=task.source) == task
 
 
@@ -314,6 +320,12 @@ def test_predicate_dict_round_trip():
     assert predicate_from_dict(predicate_to_dict(pred), (), "success") == pred   # inline without zones
     with pytest.raises(CaliperError, match=r"^goal\.terms\[1\]\.kind: "):
         predicate_from_dict({"kind": "any_of", "terms": [d, {"kind": "lift"}]}, zones, "goal")
+    # the grasp conditions: written only when on, so a v1 predicate round-trips to itself
+    tight = {"kind": "all_of", "terms": [{**d["terms"][0], "released": True},
+                                         {**d["terms"][1], "held": True}]}
+    pred = predicate_from_dict(tight, zones, "success")
+    assert pred.terms[0].released and pred.terms[1].held and predicate_to_dict(pred, zones) == tight
+    assert not predicate_from_dict(d, zones, "success").terms[0].released
 
 
 # ---- the zoo ------------------------------------------------------------------------------------------
@@ -351,6 +363,7 @@ def test_zoo_common_settings(zoo):
         assert task.q0 == (0.0, 0.0, 0.02) and task.fps == 50 and task.ground == 0.0
         assert task.gripper == GripperSpec("gripper", "lo") and task.success is not None
     assert [t.horizon_s for t in zoo] == [8.0, 15.0, 15.0, 30.0, 20.0]
+    assert [t.success_dwell_s for t in zoo] == [1.0, 0.5, 0.5, 0.5, 0.5]
     assert [[p.material.name for p in t.props] for t in zoo] == [
         ["wood"], ["wood"], ["steel"], ["wood", "rubber"], ["foam"]]
     assert [[p.mass for p in t.props] for t in zoo] == [[0.05], [0.05], [0.15], [0.08, 0.06], [0.04]]

@@ -15,7 +15,7 @@ from caliper_jax.api import fk
 from caliper_jax.errors import CaliperError
 from mjx_backend.scene import Prop
 from tasks.check import check_task
-from tasks.predicates import evaluate_np
+from tasks.predicates import evaluate_np, geometric
 from tasks.scene import DEFAULT_KP, DEFAULT_KV, build_scene
 from tasks.schema import Zone, load_task, zoo_files
 from tasks.witness import (
@@ -81,7 +81,8 @@ def test_witness_is_false_at_start_and_true_when_settled(name, scenes, witnesses
     ts, w = scenes[name], witnesses[name]
     names, pos0 = ts.prop_names, ts.pos0
     i = names.index(w.prop)
-    assert not evaluate_np(ts.task.success, names, pos0, pos0, ts.vel0)
+    nobody = np.zeros(len(names), bool)
+    assert not evaluate_np(ts.task.success, names, pos0, pos0, ts.vel0, nobody, nobody)
     # the grasp and the carry, re-derived through caliper's FK (the witness measured them in MuJoCo)
     model = ts.model
     jaw = model.frame_id("jaw")
@@ -96,7 +97,7 @@ def test_witness_is_false_at_start_and_true_when_settled(name, scenes, witnesses
         kin.set(w.q_grasp)
         assert _takes(ts, kin, ts.task.props[i]) and _pressed(kin, w.prop) <= PRESS_TOL
     np.testing.assert_allclose(T_carry[:3, :3] @ w.relpose[:3] + T_carry[:3, 3], w.pos_carry[i], atol=1e-5)
-    assert evaluate_np(ts.task.success, names, w.pos_carry, pos0, np.zeros_like(pos0))
+    assert evaluate_np(geometric(ts.task.success), names, w.pos_carry, pos0, np.zeros_like(pos0))
     lo, hi = np.asarray(model.qpos_lower), np.asarray(model.qpos_upper)
     assert np.all((w.path >= lo - 1e-9) & (w.path <= hi + 1e-9))
     assert w.path_clear
@@ -114,7 +115,7 @@ def test_witness_of_any_of_skips_a_term_whose_carry_must_push_through_a_prop(wit
 
 @pytest.mark.parametrize("name", NAMES)
 def test_check_task_finds_no_error_in_the_zoo(name):
-    findings = check_task(ZOO[name])
+    findings = check_task(ZOO[name], baselines=0)     # K011 (random policies): test_task_baselines.py
     assert [f for f in findings if f.severity == "Error"] == [], findings
 
 
@@ -134,19 +135,23 @@ def test_check_task_flags_a_prop_below_the_ground():
 
 def test_check_task_flags_a_zone_out_of_reach():
     task = _far_zone(ZOO["place-cube"])
-    findings = check_task(task)
+    findings = check_task(task, baselines=0)
     k005 = [f for f in findings if f.code == "K005"]
     assert len(k005) == 1 and k005[0].severity == "Error"
-    assert "task place-cube" in k005[0].message and "placed_in_zone(cube, bin)" in k005[0].message
-    with pytest.raises(CaliperError, match=r"task place-cube: success placed_in_zone\(cube, bin\)"):
+    assert "task place-cube" in k005[0].message and "placed_in_zone(cube, bin, released)" in k005[0].message
+    with pytest.raises(CaliperError, match=r"task place-cube: success placed_in_zone\(cube, bin, released\)"):
         witness(build_scene(task))
 
 
 def test_check_task_flags_a_verdict_true_at_start():
     task = ZOO["place-cube"]
     zone = dataclasses.replace(task.success.zone, center=(0.0, 0.0, 0.05))
-    task = dataclasses.replace(task, zones=(zone,), success=dataclasses.replace(task.success, zone=zone))
-    assert "K001" in [f.code for f in check_task(task, simulate=False)]
+    moved = dataclasses.replace(task.success, zone=zone)
+    pushed = dataclasses.replace(task, zones=(zone,), success=geometric(moved))    # the v1 predicate
+    assert "K001" in [f.code for f in check_task(pushed, simulate=False)]
+    # released: the cube was never carried at t = 0, so the tightened predicate is false there
+    placed = dataclasses.replace(task, zones=(zone,), success=moved)
+    assert "K001" not in [f.code for f in check_task(placed, simulate=False)]
 
 
 def test_build_errors_name_the_task_and_field():
@@ -160,5 +165,5 @@ def test_build_errors_name_the_task_and_field():
         build_scene(dataclasses.replace(lift, props=lift.props + (jaw,)))
     with pytest.raises(CaliperError, match=r"task lift-cube: gripper: .*no 1-dof joint named 'claw'"):
         build_scene(dataclasses.replace(lift, gripper=dataclasses.replace(lift.gripper, joint="claw")))
-    [k000] = check_task(dataclasses.replace(lift, q0=(0.0, 2.0, 0.02)))
+    [k000] = check_task(dataclasses.replace(lift, q0=(0.0, 2.0, 0.02)), baselines=0)
     assert k000.code == "K000" and "q0" in k000.message

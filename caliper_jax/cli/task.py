@@ -25,9 +25,13 @@ def register(subparsers) -> None:
 
     add("list", cmd_list, "the task zoo", target=False)
     add("show", cmd_show, "a task's robot, props, zones and success predicate")
-    p = add("check", cmd_check, "what a schema cannot see: overlaps, start verdict, reachability (K000-K010)")
+    p = add("check", cmd_check, "what a schema cannot see: overlaps, start verdict, reachability, "
+                                "baseline policies (K000-K011)")
     p.add_argument("--no-sim", dest="simulate", action="store_false",
-                   help="skip the rules that need a MuJoCo simulation (K005, K008-K010)")
+                   help="skip the rules that need a MuJoCo simulation (K005, K008-K011)")
+    p.add_argument("--baselines", type=int, default=None, metavar="N",
+                   help="K011: episodes per baseline policy (uniform random, sticky random, do-nothing; "
+                        "default 100, 0 skips K011)")
     for name, handler, text in (("demo", cmd_demo, "record scripted demonstrations as a LeRobot v3 dataset"),
                                 ("rollout", cmd_rollout, "run a policy on N worlds; success rate with its "
                                                          "Wilson 95% interval")):
@@ -136,10 +140,13 @@ def cmd_show(args) -> int:
 
 def cmd_check(args) -> int:
     """Exit 1 when there is an Error finding (the task is not usable as it is)."""
-    from tasks.check import check_task
+    from tasks.check import BASELINE_EPISODES, check_task
 
+    n = BASELINE_EPISODES if args.baselines is None else args.baselines
+    if n < 0:
+        raise CaliperError(f"--baselines: expected episodes >= 0, got {n}")
     t = _load(args.task)
-    findings = check_task(t, simulate=args.simulate)
+    findings = check_task(t, simulate=args.simulate, baselines=n)
     errors = sum(f.severity == "Error" for f in findings)
     report = {"task": t.name, "file": str(t.source), "ok": errors == 0,
               "findings": [f.to_dict() for f in findings]}

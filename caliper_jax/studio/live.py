@@ -5,7 +5,9 @@
 MuJoCo steps the physics, the grasp rule is :mod:`tasks.env_spec`'s (``closing``,
 ``grasp_candidates``, ``grasp_update``; the weld is written the way :class:`tasks.env.VecEnv` writes
 it), the success verdict is :func:`tasks.predicates.evaluator_np` of the task's predicate (per
-instant, never latched), and a recording goes through :class:`caliper_jax.dataset.LeRobotWriter`
+instant, never latched, no success dwell; the held prop and the carry state
+:func:`tasks.predicates.carry_update` updated at every control tick, as the environments do),
+and a recording goes through :class:`caliper_jax.dataset.LeRobotWriter`
 with the features of :func:`tasks.demo.features`.
 
 Pacing (the face's job, not the engine's): ``pump()`` turns elapsed clock time into whole physics
@@ -31,6 +33,7 @@ import time
 import numpy as np
 
 from caliper_jax.errors import CaliperError
+from tasks.predicates import carry_start, carry_ticks, carry_update, held_mask
 
 TIMESTEP = 1e-3
 DEBT_CAP_S = 0.25
@@ -119,6 +122,8 @@ class LiveSession:
                 d.eq_active[self._weld_eq[self._weld_eq >= 0]] = 0
             mj.mj_forward(m, d)
             self.held = -1
+            self._carry = carry_start(np, (len(self.prop_names),))
+            self._carried = np.zeros(len(self.prop_names), bool)
             self.tick = 0
             self._acc = 0.0
             self._last = None
@@ -154,7 +159,8 @@ class LiveSession:
             vel = d.qvel[self._prop_dof] if len(self.prop_names) else np.zeros((0, 3))
             success = None
             if self._success is not None:
-                success = bool(self._success(props[:, :3], self.ts.pos0, vel))
+                held = held_mask(np, self.held, len(self.prop_names))
+                success = bool(self._success(props[:, :3], self.ts.pos0, vel, held, self._carried))
             return {
                 "task": self.task.name,
                 "tick": int(self.tick),
@@ -187,10 +193,13 @@ class LiveSession:
         """At a control tick: grasp decisions (the env's rule) on the tick's starting state."""
         if self._jaw < 0:
             return
+        m, d, L = self.mj, self.data, self.layout
+        held = held_mask(np, self.held, len(self.prop_names))
+        self._carry, self._carried = carry_update(np, self._carry, held, d.qpos[self._prop_qpos][:, :3],
+                                                  self.ts.pos0, carry_ticks(L.fps))
         from caliper_jax.io.rotations import quat_conj, quat_mul
         from tasks.env_spec import closing, grasp_candidates, grasp_update
 
-        m, d, L = self.mj, self.data, self.layout
         close = bool(closing(L, self.target))
         if not close and self.held < 0:
             return
