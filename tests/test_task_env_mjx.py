@@ -179,7 +179,7 @@ def test_parity_with_the_cpu_engine_first_100_ticks(env, task_scene):
 @pytest.mark.claim
 def test_episode_as_one_scan_and_success_verdicts_match_the_cpu_engine(env, task_scene):
     """Whole episodes with a pure-JAX policy inside one lax.scan (horizon 400 ticks): world 0
-    succeeds every ~12 ticks and auto-resets, world 1 never succeeds and is truncated at the
+    lifts, holds the lift for the task's 1 s success dwell (50 ticks), succeeds and auto-resets, world 1 never succeeds and is truncated at the
     horizon; the CPU engine running the same policy agrees tick for tick."""
     from tasks.env import VecEnv
 
@@ -196,7 +196,9 @@ def test_episode_as_one_scan_and_success_verdicts_match_the_cpu_engine(env, task
     np.testing.assert_array_equal(np.asarray(tr.terminated), term)
     np.testing.assert_array_equal(np.asarray(tr.truncated), trunc)
     np.testing.assert_array_equal(np.asarray(tr.final_success), final)
-    assert term[:, 0].sum() >= 20 and not term[:, 1].any()      # many lifts in world 0, none in world 1
+    dwell = env._dwell
+    assert dwell == 50 and term[:, 0].sum() >= H // (dwell + 30)  # a lift per dwell + reach in world 0
+    assert not term[:, 1].any()                                 # none in world 1
     assert trunc[:, 1].tolist().index(True) == H - 1 and not final[:, 1].any()
     np.testing.assert_array_equal(np.asarray(st.episode), [term[:, 0].sum(), 1])
     np.testing.assert_array_equal(np.asarray(tr.reward).sum(0), term.sum(0))
