@@ -190,8 +190,9 @@ def test_episode_as_one_scan_and_success_verdicts_match_the_cpu_engine(env, task
     cpu = VecEnv(task_scene, W, randomization=None)
     obs, _ = cpu.reset()
     term, trunc, final = (np.zeros((H, W), bool) for _ in range(3))
+    reward = np.zeros((H, W), np.float32)
     for t in range(H):
-        obs, _, term[t], trunc[t], info = cpu.step(np.asarray(policy(jnp.asarray(obs))))
+        obs, reward[t], term[t], trunc[t], info = cpu.step(np.asarray(policy(jnp.asarray(obs))))
         final[t] = info["final_success"]
     np.testing.assert_array_equal(np.asarray(tr.terminated), term)
     np.testing.assert_array_equal(np.asarray(tr.truncated), trunc)
@@ -201,7 +202,11 @@ def test_episode_as_one_scan_and_success_verdicts_match_the_cpu_engine(env, task
     assert not term[:, 1].any()                                 # none in world 1
     assert trunc[:, 1].tolist().index(True) == H - 1 and not final[:, 1].any()
     np.testing.assert_array_equal(np.asarray(st.episode), [term[:, 0].sum(), 1])
-    np.testing.assert_array_equal(np.asarray(tr.reward).sum(0), term.sum(0))
+    # dense reward (tasks.rewards) plus the task's success bonus on the ticks a world succeeds
+    bonus = float(task_scene.task.reward.success)
+    r = np.asarray(tr.reward)
+    assert (r[term] >= bonus).all() and (r[~term] < bonus).all()
+    np.testing.assert_allclose(r.sum(0), reward.sum(0), rtol=2e-3)
     cpu.close()
 
 
