@@ -184,6 +184,35 @@ def _verify_files(path: Path, meta: dict) -> None:
 
 
 # -- save -----------------------------------------------------------------------------------------
+def _checkpoint_meta(*, model, config, train_config, features: FeatureLayout, normalizer: Normalizer,
+                     fingerprint, step, opt_state, ema_state, rng, extra) -> tuple[dict, dict]:
+    """(the array trees to save by name, the metadata without the file list), checked JSON-able
+    before anything is written."""
+    trees = {"params": model_params(model), "opt_state": opt_state, "ema_state": ema_state}
+    trees = {name: t for name, t in trees.items() if t is not None}
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "config": config_to_dict(config),
+            "train_config": None if train_config is None else config_to_dict(train_config),
+            "features": features.to_dict(), "normalizer": normalizer.to_dict(), "fingerprint": fingerprint,
+            "step": int(step), "rng": _rng_to_json(rng), "extra": extra,
+            "arrays": {name: [[k, *v] for k, v in _describe(t).items()]  # in leaf order
+                       for name, t in trees.items()}}
+    try:
+        json.dumps(meta, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise CaliperError(f"checkpoint metadata is not JSON-serialisable (extra?): {exc}") from None
+    return trees, meta
+
+
+def _seal(folder: Path, meta: dict) -> None:
+    """Write ``folder/caliper_checkpoint.json`` with the sha256 of every other file in ``folder``,
+    atomically (temporary file + rename): the checkpoint counts as complete once it exists."""
+    files = sorted(f for f in folder.rglob("*") if f.is_file() and f.name != META_NAME)
+    meta = {**meta, "files": {f.relative_to(folder).as_posix(): _sha256(f) for f in files}}
+    tmp = folder / f".{META_NAME}.{uuid.uuid4().hex[:8]}"
+    tmp.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, folder / META_NAME)
+
+
 def save_checkpoint(path, *, model, config, train_config, features: FeatureLayout, normalizer: Normalizer,
                     fingerprint: str | None, step: int = 0, opt_state=None, ema_state=None, rng=None,
                     extra: dict | None = None, overwrite: bool = False) -> Path:
@@ -199,29 +228,18 @@ def save_checkpoint(path, *, model, config, train_config, features: FeatureLayou
             raise CaliperError(f"{path}: already exists (pass overwrite=True to replace it)")
         if not path.is_dir() or not ((path / META_NAME).is_file() or not any(path.iterdir())):
             raise CaliperError(f"{path}: exists and is not a caliper checkpoint; refusing to replace it")
-    trees = {"params": model_params(model), "opt_state": opt_state, "ema_state": ema_state}
-    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "config": config_to_dict(config),
-            "train_config": None if train_config is None else config_to_dict(train_config),
-            "features": features.to_dict(), "normalizer": normalizer.to_dict(), "fingerprint": fingerprint,
-            "step": int(step), "rng": _rng_to_json(rng), "extra": extra,
-            "arrays": {name: [[k, *v] for k, v in _describe(t).items()]  # in leaf order
-                       for name, t in trees.items() if t is not None}}
-    try:
-        json.dumps(meta, allow_nan=False)  # fail before writing anything
-    except (TypeError, ValueError) as exc:
-        raise CaliperError(f"checkpoint metadata is not JSON-serialisable (extra?): {exc}") from None
+    trees, meta = _checkpoint_meta(model=model, config=config, train_config=train_config, features=features,
+                                   normalizer=normalizer, fingerprint=fingerprint, step=step,
+                                   opt_state=opt_state, ema_state=ema_state, rng=rng, extra=extra)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.caliper-tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         tmp.mkdir()
         with _checkpointer(ocp) as ckptr:
             for name, tree in trees.items():
-                if tree is not None:
-                    ckptr.save(tmp / name, tree)
+                ckptr.save(tmp / name, tree)
             ckptr.wait_until_finished()
-        files = sorted(f for f in tmp.rglob("*") if f.is_file())
-        meta["files"] = {f.relative_to(tmp).as_posix(): _sha256(f) for f in files}
-        (tmp / META_NAME).write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        _seal(tmp, meta)
         if path.exists():
             from caliper_jax.dataset.atomic import OLD_SUFFIX, swap_in
 
@@ -236,17 +254,55 @@ def save_checkpoint(path, *, model, config, train_config, features: FeatureLayou
     return path
 
 
-def _checkpointer(ocp):
-    """An orbax checkpointer; in a multi-process run (jax.distributed) one local to this process:
-    process 0 alone writes a checkpoint (from host copies of the replicated state) and each process
-    reads it by itself, so no orbax barrier waits on processes that do not take part."""
+def save_run_checkpoint(root, step: int, *, keep: int | None, model, config, train_config,
+                        features: FeatureLayout, normalizer: Normalizer, fingerprint: str | None,
+                        opt_state=None, ema_state=None, rng=None, extra: dict | None = None) -> Path:
+    """Write checkpoint ``root/step_<8 digits>`` of a training run through orbax's
+    ``CheckpointManager``, which keeps the newest ``keep`` step folders (``None`` or 0: all) and
+    writes each into a temporary folder committed by rename; the caliper metadata with the sha256 of
+    every file is written last (:func:`_seal`), so a folder without it is an interrupted save that
+    :func:`resolve_checkpoint` passes over. A step saved again (a resumed run) replaces the old one.
+    Returns the folder; it loads with :func:`load_checkpoint` like any checkpoint."""
+    import orbax.checkpoint as ocp
+
+    root = Path(root).absolute()
+    trees, meta = _checkpoint_meta(model=model, config=config, train_config=train_config, features=features,
+                                   normalizer=normalizer, fingerprint=fingerprint, step=step,
+                                   opt_state=opt_state, ema_state=ema_state, rng=rng, extra=extra)
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=int(keep) if keep and keep > 0 else None, step_prefix=CHECKPOINT_PREFIX.rstrip("_"),
+        step_format_fixed_length=8, enable_async_checkpointing=False, create=True,
+        **_multiprocessing(ocp))
+    with ocp.CheckpointManager(root, item_names=tuple(trees), options=options) as manager:
+        if int(step) in manager.all_steps():
+            manager.delete(int(step))
+        items = {n: ocp.args.StandardSave(t) for n, t in trees.items()}
+        manager.save(int(step), args=ocp.args.Composite(**items), force=True)
+        manager.wait_until_finished()
+    path = root / f"{CHECKPOINT_PREFIX}{int(step):08d}"
+    if not path.is_dir():
+        raise CaliperError(f"{path}: orbax did not write the checkpoint folder")
+    _seal(path, meta)
+    return path
+
+
+def _multiprocessing(ocp) -> dict:
+    """Options of an orbax checkpointer local to this process in a multi-process run
+    (jax.distributed): process 0 alone writes a checkpoint (from host copies of the replicated
+    state) and each process reads it by itself, so no orbax barrier waits on processes that do not
+    take part. Empty in a single-process run."""
     import jax
 
     if jax.process_count() == 1:
-        return ocp.StandardCheckpointer()
+        return {}
     i = jax.process_index()
-    return ocp.StandardCheckpointer(multiprocessing_options=ocp.options.MultiprocessingOptions(
-        primary_host=i, active_processes={i}, barrier_sync_key_prefix=f"caliper-process-{i}"))
+    return {"multiprocessing_options": ocp.options.MultiprocessingOptions(
+        primary_host=i, active_processes={i}, barrier_sync_key_prefix=f"caliper-process-{i}")}
+
+
+def _checkpointer(ocp):
+    """An orbax checkpointer (local to this process in a multi-process run: :func:`_multiprocessing`)."""
+    return ocp.StandardCheckpointer(**_multiprocessing(ocp))
 
 
 # -- load -----------------------------------------------------------------------------------------
@@ -469,4 +525,4 @@ def resolve_checkpoint(path) -> Path:
 __all__ = ["CHECKPOINT_PREFIX", "Checkpoint", "FORMAT_VERSION", "META_NAME", "dataset_fingerprint",
            "export_safetensors", "flatten_tree", "import_safetensors", "load_checkpoint",
            "load_safetensors_policy", "model_params", "read_checkpoint_meta", "resolve_checkpoint",
-           "safetensors_metadata", "save_checkpoint", "set_model_params"]
+           "safetensors_metadata", "save_checkpoint", "save_run_checkpoint", "set_model_params"]

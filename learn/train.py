@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -580,25 +579,19 @@ def _require_finite(row: dict, params, step: int, *, check_weights: bool) -> Non
 # -- checkpoints --------------------------------------------------------------------------------------
 def _save(root: Path, step: int, keep: int, model, params, opt_state, ema, rng, config, cfg, features,
           normalizer, fingerprint) -> Path:
-    """Write ``root/step_<step>``: ``model`` holds the deploy weights (EMA when on); the online
-    weights, when they differ, go with the optimizer state (``{"optimizer", "online_params"}``).
-    Older ``step_*`` folders beyond the newest ``keep`` are removed."""
+    """Write ``root/step_<step>`` (:func:`learn.checkpoint.save_run_checkpoint`, keeping the newest
+    ``keep``): ``model`` holds the deploy weights (EMA when on); the online weights, when they
+    differ, go with the optimizer state (``{"optimizer", "online_params"}``)."""
     import jax
 
-    from learn.checkpoint import CHECKPOINT_PREFIX, save_checkpoint
+    from learn.checkpoint import save_run_checkpoint
 
     opt_tree = {"optimizer": jax.device_get(opt_state)}
     if ema is not None:
         opt_tree["online_params"] = jax.device_get(params)
-    path = save_checkpoint(root / f"{CHECKPOINT_PREFIX}{step:08d}", model=model, config=config,
-                           train_config=cfg, features=features, normalizer=normalizer,
-                           fingerprint=fingerprint, step=step, opt_state=opt_tree, ema_state=None,
-                           rng=jax.device_get(rng), extra={"ema": ema is not None}, overwrite=True)
-    if keep and keep > 0:
-        old = sorted(p for p in root.glob(f"{CHECKPOINT_PREFIX}*") if p.is_dir() and p != path)
-        for p in old[:max(len(old) - (keep - 1), 0)]:
-            shutil.rmtree(p, ignore_errors=True)
-    return path
+    return save_run_checkpoint(root, step, keep=keep, model=model, config=config, train_config=cfg,
+                               features=features, normalizer=normalizer, fingerprint=fingerprint,
+                               opt_state=opt_tree, rng=jax.device_get(rng), extra={"ema": ema is not None})
 
 
 def _resume_from_checkpoint(path: Path, graphdef, p_state, r_state, flat: FlatParams, tx, cfg, features,

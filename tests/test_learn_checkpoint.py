@@ -24,8 +24,11 @@ from learn.checkpoint import (
     load_checkpoint,
     load_safetensors_policy,
     model_params,
+    read_checkpoint_meta,
+    resolve_checkpoint,
     safetensors_metadata,
     save_checkpoint,
+    save_run_checkpoint,
 )
 from learn.config import BCConfig, TrainConfig
 from learn.features import FeatureLayout
@@ -225,6 +228,41 @@ def test_overwrite_is_explicit_and_atomic(tmp_path, monkeypatch):
     with pytest.raises(CaliperError, match="JSON"):
         _save(tmp_path / "x", model, state, extra={"bad": object()})
     assert not (tmp_path / "x").exists()
+
+
+def test_run_checkpoints_rotate_through_orbax_and_skip_an_interrupted_save(tmp_path, monkeypatch):
+    """A training run's step folders: orbax's CheckpointManager keeps the newest ``keep``; a step
+    saved again replaces the old one; a folder orbax committed but whose caliper metadata (written
+    last, with the checksums) is missing is passed over by resolve_checkpoint."""
+    model, _, state = _trained()
+    args = dict(model=model, config=CONFIG, train_config=None, features=LAYOUT, normalizer=NORM,
+                fingerprint=FP, opt_state=state)
+    for step in (5, 10, 15):
+        save_run_checkpoint(tmp_path, step, keep=2, **args)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_00000010", "step_00000015"]
+    assert resolve_checkpoint(tmp_path).name == "step_00000015"
+    back = load_checkpoint(tmp_path / "step_00000015", builder=tiny, opt_template=state)
+    assert back.step == 15
+    _equal_trees(back.opt_state, state)
+    _equal_trees(model_params(back.policy.model), model_params(model))
+    save_run_checkpoint(tmp_path, 15, keep=2, extra={"again": True}, **args)     # a resumed run's re-save
+    assert read_checkpoint_meta(tmp_path / "step_00000015")["extra"] == {"again": True}
+
+    import learn.checkpoint as ck
+
+    def crash(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ck, "_seal", crash)
+    with pytest.raises(OSError, match="disk full"):
+        save_run_checkpoint(tmp_path, 20, keep=0, **args)
+    monkeypatch.undo()
+    assert (tmp_path / "step_00000020").is_dir() and not (tmp_path / "step_00000020" / META_NAME).exists()
+    assert resolve_checkpoint(tmp_path).name == "step_00000015"
+    with pytest.raises(CaliperError, match="interrupted save"):
+        load_checkpoint(tmp_path / "step_00000020", builder=tiny)
+    save_run_checkpoint(tmp_path, 25, keep=0, **args)                            # keep 0: all stay
+    assert len(list(tmp_path.glob("step_*"))) == 4
 
 
 def test_safetensors_round_trip_and_shape_error(tmp_path):

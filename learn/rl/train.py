@@ -174,20 +174,13 @@ def plot_curve(history: list, path: Path, title: str) -> Path | None:
 
 
 def _save(out: Path, setup: Setup, state: P.PPOState, cfg: P.PPOConfig, meta: dict, keep: int = 2) -> Path:
-    import shutil
-
-    from learn.checkpoint import CHECKPOINT_PREFIX, save_checkpoint
+    from learn.checkpoint import save_run_checkpoint
 
     policy = setup.export(state, cfg)
-    u = int(state.update)
-    path = save_checkpoint(out / f"{CHECKPOINT_PREFIX}{u:08d}", model=policy.model, config=policy.config,
-                           train_config=None, features=policy.features, normalizer=policy.normalizer,
-                           fingerprint=None, step=u, opt_state=jax.device_get(_state_tree(state)),
-                           rng=None, extra={"rl": meta}, overwrite=True)
-    old = sorted(p for p in out.glob(f"{CHECKPOINT_PREFIX}*") if p.is_dir() and p != path)
-    for p in old[:max(len(old) - (keep - 1), 0)]:
-        shutil.rmtree(p, ignore_errors=True)
-    return path
+    return save_run_checkpoint(out, int(state.update), keep=keep, model=policy.model, config=policy.config,
+                               train_config=None, features=policy.features, normalizer=policy.normalizer,
+                               fingerprint=None, opt_state=jax.device_get(_state_tree(state)),
+                               extra={"rl": meta})
 
 
 def _resume(out: Path, setup: Setup, template: P.PPOState, meta: dict) -> tuple[P.PPOState, list]:
