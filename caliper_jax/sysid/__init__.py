@@ -11,6 +11,7 @@ from caliper_jax.sysid.identify import (
                                         Evaluator,
                                         SysIdResult,
                                         feature_names,
+                                        feature_scale,
                                         identify,
                                         load_trajectories,
                                         planted_dataset,
@@ -28,5 +29,6 @@ from caliper_jax.sysid.rollout import (
 )
 
 __all__ = ["KINDS", "Chunks", "Evaluator", "Param", "ParamSet", "SysIdResult", "Trajectories",
-           "check_trajectories", "feature_names", "identify", "load_trajectories", "make_chunks", "param_set",
-           "planted_dataset", "residuals", "rollout", "simulate", "split_episodes"]
+           "check_trajectories", "feature_names", "feature_scale", "identify", "load_trajectories",
+           "make_chunks", "param_set", "planted_dataset", "residuals", "rollout", "simulate",
+           "split_episodes"]

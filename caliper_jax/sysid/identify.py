@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from caliper_jax.errors import CaliperError
+from caliper_jax.least_squares import levenberg_marquardt
 from caliper_jax.sysid.params import ParamSet, param_set
 from caliper_jax.sysid.rollout import Chunks, Trajectories, check_trajectories, make_chunks
 
@@ -173,6 +174,16 @@ def split_episodes(key, episodes: int, validation: float) -> tuple:
     return np.sort(perm[nval:]), np.sort(perm[:nval])
 
 
+def feature_scale(mj, data: Trajectories, episodes) -> np.ndarray:
+    """(nq + nv,) residual scale of each state feature: its spread over ``episodes`` of ``data``,
+    floored at 1 cm (or 0.01 rad / quaternion unit) and 0.1 m/s (rad/s), so that near-constant
+    features (a resting prop's height, its tilt) do not dominate the fit through tiny, non-smooth
+    contact effects."""
+    states = np.concatenate([data.qpos[episodes], data.qvel[episodes]], axis=-1).reshape(-1, mj.nq + mj.nv)
+    floor = np.r_[np.full(mj.nq, POS_FLOOR), np.full(mj.nv, VEL_FLOOR)]
+    return np.maximum(states.std(axis=0), floor)
+
+
 def _dvdz(ps: ParamSet, z):
     lo = np.log([p.lo for p in ps.params])
     hi = np.log([p.hi for p in ps.params])
@@ -207,12 +218,7 @@ def identify(mj, data, params, *, start=None, chunk: int = 25, validation: float
     tr_idx, va_idx = split_episodes(key, data.episodes, validation)
     train = make_chunks(data.take(tr_idx), chunk)
     val = make_chunks(data.take(va_idx), chunk) if len(va_idx) else None
-    # feature scales: spread of each state feature in the training episodes, floored at 1 cm (or
-    # 0.01 rad / quaternion unit) and 0.1 m/s (rad/s), so that near-constant features (a resting
-    # prop's height, its tilt) do not dominate the fit through tiny, non-smooth contact effects
-    states = np.concatenate([data.qpos[tr_idx], data.qvel[tr_idx]], axis=-1).reshape(-1, mj.nq + mj.nv)
-    floor = np.r_[np.full(mj.nq, POS_FLOOR), np.full(mj.nv, VEL_FLOOR)]
-    scale = np.maximum(states.std(axis=0), floor)
+    scale = feature_scale(mj, data, tr_idx)
     ev = evaluator or Evaluator(mj, ps, chunk, block)
     if ev.params is not ps and ev.params.names != ps.names:
         raise CaliperError("identify: the evaluator was built for other parameters")
@@ -225,38 +231,19 @@ def identify(mj, data, params, *, start=None, chunk: int = 25, validation: float
                                f"({', '.join(ps.names)})")
         free = np.array([n in fit for n in ps.names])
     v0 = ps.nominal if start is None else np.asarray(start, np.float64).reshape(-1)
-    z = ps.to_z(v0)
-    v, dv = _dvdz(ps, z)
-    start_v = v.copy()
-    r, Jv = ev.residuals(v, train, scale, jacobian=True)
-    cost = [0.5 * float(r @ r)]
-    lam, converged, it = 1e-2, False, 0
-    for it in range(1, iterations + 1):     # noqa: B007
-        Jz = Jv * (dv * free)[None]
-        A, g = Jz.T @ Jz, Jz.T @ r
-        if not np.all(np.isfinite(A)) or not np.all(np.isfinite(g)):
-            raise CaliperError("identify: non-finite Jacobian (the rollout diverged; shorten --chunk)")
-        accepted = False
-        for _ in range(8):
-            step = -np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-12), g)
-            z_try = z + step
-            v_try, dv_try = _dvdz(ps, z_try)
-            r_try, J_try = ev.residuals(v_try, train, scale, jacobian=True)
-            c_try = 0.5 * float(r_try @ r_try)
-            if np.isfinite(c_try) and c_try < cost[-1]:
-                accepted = True
-                break
-            lam *= 4.0
-        if not accepted:
-            converged = True
-            break
-        rel = (cost[-1] - c_try) / max(cost[-1], 1e-300)
-        z, v, dv, r, Jv = z_try, v_try, dv_try, r_try, J_try
-        cost.append(c_try)
-        lam = max(lam / 3.0, 1e-9)
-        if rel < tol or np.max(np.abs(step)) < 1e-8:
-            converged = True
-            break
+    start_v, _ = _dvdz(ps, ps.to_z(v0))
+    mask = free.astype(np.float64)
+
+    def evaluate(z):
+        v, dv = _dvdz(ps, z)
+        r, Jv = ev.residuals(v, train, scale, jacobian=True)
+        return r, Jv * (dv * mask)[None], (v, Jv)
+
+    fit_out = levenberg_marquardt(evaluate, ps.to_z(v0), iterations=iterations, tol_rel=tol, step_tol=1e-8,
+                                  lam0=1e-2, tries=8, eps=1e-12, diverged="identify: non-finite Jacobian "
+                                  "(the rollout diverged; shorten --chunk)")
+    v, Jv = fit_out.aux
+    cost, it, converged = fit_out.cost, fit_out.iterations, fit_out.converged
     feats = feature_names(mj)
     rmse = {"train": {"before": dict(zip(feats, ev.rmse(start_v, train, scale).tolist(), strict=True)),
                       "after": dict(zip(feats, ev.rmse(v, train, scale).tolist(), strict=True))}}
@@ -330,5 +317,5 @@ def planted_dataset(mj, params, values, *, episodes: int | None = None, steps: i
     return Trajectories(np.stack(qp), np.stack(qv), cs)
 
 
-__all__ = ["Evaluator", "SysIdResult", "feature_names", "identify", "load_trajectories", "planted_dataset",
-           "split_episodes"]
+__all__ = ["Evaluator", "SysIdResult", "feature_names", "feature_scale", "identify", "load_trajectories",
+           "planted_dataset", "split_episodes"]

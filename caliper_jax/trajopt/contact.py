@@ -260,36 +260,20 @@ def _final_c(mj, b, dofs, qpos0, qvel0, ctrl):
 
 
 def _lm(ev, z, args, iterations, tol_rel):
-    """Levenberg-Marquardt from ``z`` (K, nu): (z, cost history, iterations, final position,
-    final body velocities)."""
+    """Levenberg-Marquardt (:mod:`caliper_jax.least_squares`) from ``z`` (K, nu): (z, cost history,
+    iterations, final position, final body velocities)."""
+    from caliper_jax.least_squares import levenberg_marquardt
+
     shape = z.shape
-    z = z.reshape(-1)
-    r, J, pos, vel = ev.evaluate(z.reshape(shape), *args)
-    cost = [0.5 * float(r @ r)]
-    lam, it = 1e-3, 0
-    for it in range(1, iterations + 1):     # noqa: B007
-        if not (np.all(np.isfinite(J)) and np.all(np.isfinite(r))):
-            raise CaliperError("trajopt_contact: non-finite residuals or Jacobian (the MJX rollout diverged)")
-        A, g = J.T @ J, J.T @ r
-        accepted = False
-        for _ in range(10):
-            step = -np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-9), g)
-            z_try = z + step
-            out = ev.evaluate(z_try.reshape(shape), *args)
-            c_try = 0.5 * float(out[0] @ out[0])
-            if np.isfinite(c_try) and c_try < cost[-1]:
-                accepted = True
-                break
-            lam *= 4.0
-        if not accepted:
-            break
-        rel = (cost[-1] - c_try) / max(cost[-1], 1e-300)
-        z, (r, J, pos, vel) = z_try, out
-        cost.append(c_try)
-        lam = max(lam / 3.0, 1e-9)
-        if rel < tol_rel or np.max(np.abs(step)) < 1e-10:
-            break
-    return z.reshape(shape), cost, it, pos, vel
+
+    def evaluate(flat):
+        r, J, pos, vel = ev.evaluate(flat.reshape(shape), *args)
+        return r, J, (pos, vel)
+
+    out = levenberg_marquardt(evaluate, z, iterations=iterations, tol_rel=tol_rel, step_tol=1e-10, lam0=1e-3,
+                              tries=10, eps=1e-9, diverged="trajopt_contact: non-finite residuals or "
+                              "Jacobian (the MJX rollout diverged)")
+    return out.z.reshape(shape), out.cost, out.iterations, *out.aux
 
 
 def trajopt_contact(mj, qpos0, qvel0, target, *, steps: int = 120, knots: int = 6, body=None,
