@@ -269,9 +269,10 @@ def save_run_checkpoint(root, step: int, *, keep: int | None, model, config, tra
     trees, meta = _checkpoint_meta(model=model, config=config, train_config=train_config, features=features,
                                    normalizer=normalizer, fingerprint=fingerprint, step=step,
                                    opt_state=opt_state, ema_state=ema_state, rng=rng, extra=extra)
+    root.mkdir(parents=True, exist_ok=True)       # orbax will not create it in a multi-process run
     options = ocp.CheckpointManagerOptions(
         max_to_keep=int(keep) if keep and keep > 0 else None, step_prefix=CHECKPOINT_PREFIX.rstrip("_"),
-        step_format_fixed_length=8, enable_async_checkpointing=False, create=True,
+        step_format_fixed_length=8, enable_async_checkpointing=False, create=False,
         **_multiprocessing(ocp))
     with ocp.CheckpointManager(root, item_names=tuple(trees), options=options) as manager:
         if int(step) in manager.all_steps():
