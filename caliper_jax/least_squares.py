@@ -8,8 +8,13 @@ step needs its own rollout), so the outer loop runs in NumPy: Marquardt's scaled
 an accepted one lowers it 3x. It stops on a relative cost decrease under ``tol_rel``, a step under
 ``step_tol`` (max norm), no acceptable step after ``tries`` damping increases, or ``iterations``.
 
-Kept over optimistix's ``LevenbergMarquardt``, which needs the whole residual function traced inside
-its ``while_loop`` (measured in benchmarks/bench_least_squares.py: see benchmarks/README.md).
+Measured against optimistix's ``LevenbergMarquardt`` (benchmarks/bench_least_squares.py, figures in
+benchmarks/README.md): on the free swing both recover the parameters to 1e-12 or better, ours in 5
+iterations against 12 and compiling in about half the time; on the push through contact, with all
+three episodes, ours stalls on a kink of the contact loss (4.5% parameter error) where optimistix's
+trust-region update reaches the truth (3e-15). Kept for now because optimistix needs the whole
+residual function traced into its ``while_loop`` (ours evaluates the residuals in blocks of
+segments, so memory does not grow with the dataset); its step acceptance is the one to adopt.
 """
 from __future__ import annotations
 

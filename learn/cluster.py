@@ -290,5 +290,63 @@ def ray_evaluate(policy, task, *, address: str | None = None, episodes: int = 20
                     "blocks": len(splits)})
 
 
-__all__ = ["ATTEMPTS", "CellsFailed", "EXTRA", "connect", "ray_evaluate", "ray_sweep", "require_ray",
-           "run_cells"]
+# ---- scripted demonstrations in blocks of worlds ----------------------------------------------------
+@dataclass(frozen=True)
+class _DemoBlock:
+    task: object
+    worlds: tuple           # global world indices of this block
+    rounds: int             # world-episodes 0..rounds-1 of each
+    seed: int
+    randomization: object
+    cameras: tuple
+
+
+def _demo_block(block: _DemoBlock) -> tuple[list, int]:
+    """(the Episodes of every (world, round) of ``block``, how many had no plan)."""
+    from tasks.demo import run_rounds
+    from tasks.env import VecEnv
+
+    kwargs = {} if block.randomization == "default" else {"randomization": block.randomization}
+    with VecEnv(_scene(block.task), len(block.worlds), seed=block.seed, nthread=1,
+                cameras=list(block.cameras) or None, **kwargs) as env:
+        eps, expert = run_rounds(env, block.worlds, block.rounds)
+    return eps, len(getattr(expert, "failed_plans", ()))
+
+
+def ray_record_demos(task, episodes: int, out, *, address: str | None = None, seed: int = 0,
+                     num_envs: int = 4, randomization="default", cameras=(), blocks: int | None = None,
+                     progress=None, num_cpus: float = 1):
+    """:func:`tasks.demo.record_demos` (CPU engine, scripted expert) with its ``num_envs`` worlds
+    split into ``blocks`` Ray tasks (default: one per world, at most the cluster's CPUs), each
+    recording its worlds' episodes with :func:`tasks.demo.run_rounds`; the driver writes them in
+    canonical order as one LeRobot v3 dataset at ``out`` -> the same
+    :class:`tasks.demo.DemoResult`, and the same dataset byte for byte. ``progress(done, total)``
+    per finished block."""
+    from tasks.demo import DemoResult, check_out, check_video_cameras, write_demos
+    from tasks.env import VecEnv, resolve_task
+
+    if not isinstance(episodes, (int, np.integer)) or isinstance(episodes, bool) or episodes < 1:
+        raise CaliperError(f"episodes must be an integer >= 1, got {episodes!r}")
+    if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
+        raise CaliperError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+    out = check_out(out)
+    ts = resolve_task(task)
+    kwargs = {} if randomization == "default" else {"randomization": randomization}
+    rounds = -(-episodes // num_envs)
+    with VecEnv(ts, num_envs, seed=seed, cameras=list(cameras) or None, **kwargs) as env:   # checked here
+        check_video_cameras(env.cameras)
+        with connect(address) as ray:
+            n_blocks = min(num_envs, blocks or max(1, int(ray.cluster_resources().get("CPU", 1))))
+            splits = [tuple(int(w) for w in part) for part in np.array_split(np.arange(num_envs), n_blocks)]
+            cells = [_DemoBlock(task, part, rounds, int(seed), randomization, tuple(cameras))
+                     for part in splits]
+            labels = [f"worlds {p[0]}..{p[-1]} of {ts.task.name} seed={seed}" for p in splits]
+            parts = run_cells(_demo_block, cells, labels, progress=progress, num_cpus=num_cpus)
+        eps = sorted((ep for part, _ in parts for ep in part), key=lambda ep: (ep.index, ep.world))[:episodes]
+        write_demos(env, eps, out, seed=seed)
+    return DemoResult(out, len(eps), sum(ep.success for ep in eps), sum(len(ep.state) for ep in eps),
+                      sum(n for _, n in parts))
+
+
+__all__ = ["ATTEMPTS", "CellsFailed", "EXTRA", "connect", "ray_evaluate", "ray_record_demos", "ray_sweep",
+           "require_ray", "run_cells"]

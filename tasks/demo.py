@@ -63,33 +63,20 @@ def run_episodes(env, episodes: int, *, progress=None, policy=None) -> tuple[lis
     count. ``policy``: None (the scripted expert) or ``policy(env)`` -> an object with
     ``act(obs (W, obs_dim), info) -> (W, nq)`` joint targets (sent rounded to float32). An env
     with cameras also gives each episode its frames (``Episode.images``, frame t of ``state`` row t)."""
-    from tasks.arm_expert import expert_for
-
     if episodes < 1:
         raise CaliperError(f"episodes must be >= 1, got {episodes}")
-    W, L = env.num_envs, env.layout
+    W = env.num_envs
     need = -(-episodes // W)                     # episodes per world
-    expert = expert_for(env) if policy is None else policy(env)
+    expert = _expert(env, policy)
     obs, info = env.reset()
     frames = [[] for _ in range(W)]
     done: list[Episode] = []
     count = np.zeros(W, np.int64)
     while count.min() < need:
-        action = np.asarray(expert.act(obs, info), np.float64).astype(np.float32)
-        feats = env_features(L, np.asarray(obs, np.float64))
-        q, env_state = feats["observation.state"], feats["observation.environment_state"]
-        images = info.get("images", {})
-        for w in range(W):
-            frames[w].append((q[w], action[w], env_state[w], {k: v[w] for k, v in images.items()}))
-        obs, _, term, trunc, new_info = env.step(action)
-        for w in np.flatnonzero(term | trunc):
+        obs, ended, new_info = _tick(env, expert, obs, info, frames)
+        for w in ended:
             if count[w] < need:
-                q, a, e, im = zip(*frames[w], strict=True)
-                q, a, e = np.stack(q), np.stack(a), np.stack(e)
-                im = {k: np.stack([f[k] for f in im]) for k in images}
-                draws = {k: np.asarray(v[w]).tolist() for k, v in info["randomization"].items()}
-                success = bool(new_info["final_success"][w])
-                done.append(Episode(int(w), int(count[w]), q, a, e, success, draws, im))
+                done.append(_episode(frames[w], info, new_info, w, int(w), int(count[w])))
                 if progress is not None:
                     progress(len(done))
             count[w] += 1
@@ -97,6 +84,64 @@ def run_episodes(env, episodes: int, *, progress=None, policy=None) -> tuple[lis
         info = new_info
     done.sort(key=lambda ep: (ep.index, ep.world))
     return done[:episodes], expert
+
+
+def run_rounds(env, worlds, rounds: int, *, policy=None, progress=None) -> tuple[list[Episode], object]:
+    """Episodes ``0..rounds-1`` of the global worlds ``worlds`` (one per world of ``env``, in order),
+    as :func:`run_episodes` in an env of any world count records them: each round resets every world
+    from the draws that episode has there (:meth:`tasks.env.VecEnv.episode_draws`) and runs until
+    each world's episode ends. -> (episodes sorted by (index, world), the expert). ``progress(n)``
+    with each finished count. What a Ray worker runs (:func:`learn.cluster.ray_record_demos`)."""
+    worlds = [int(w) for w in worlds]
+    if len(worlds) != env.num_envs:
+        raise CaliperError(f"run_rounds: {len(worlds)} world indices for an env of {env.num_envs} worlds")
+    expert = _expert(env, policy)
+    done: list[Episode] = []
+    for e in range(int(rounds)):
+        draws = env.episode_draws(worlds, [e] * len(worlds))
+        obs, info = env.reset(options={"draws": draws} if draws else None)
+        frames = [[] for _ in worlds]
+        live = np.ones(len(worlds), bool)
+        while live.any():
+            obs, ended, new_info = _tick(env, expert, obs, info, frames)
+            for w in ended:
+                if live[w]:
+                    done.append(_episode(frames[w], info, new_info, w, worlds[w], e))
+                    live[w] = False
+                    if progress is not None:
+                        progress(len(done))
+                frames[w] = []
+            info = new_info
+    done.sort(key=lambda ep: (ep.index, ep.world))
+    return done, expert
+
+
+def _expert(env, policy):
+    from tasks.arm_expert import expert_for
+
+    return expert_for(env) if policy is None else policy(env)
+
+
+def _tick(env, expert, obs, info, frames) -> tuple:
+    """One control tick of every world: append each world's frame (state, action, props, images)
+    to ``frames[w]``, step -> (obs, worlds whose episode ended, the new info)."""
+    action = np.asarray(expert.act(obs, info), np.float64).astype(np.float32)
+    feats = env_features(env.layout, np.asarray(obs, np.float64))
+    q, env_state = feats["observation.state"], feats["observation.environment_state"]
+    images = info.get("images", {})
+    for w in range(env.num_envs):
+        frames[w].append((q[w], action[w], env_state[w], {k: v[w] for k, v in images.items()}))
+    obs, _, term, trunc, new_info = env.step(action)
+    return obs, np.flatnonzero(term | trunc), new_info
+
+
+def _episode(frames, info, new_info, w: int, world: int, index: int) -> Episode:
+    """The Episode of local world ``w`` (global ``world``, its ``index``-th) from its frames."""
+    q, a, e, im = zip(*frames, strict=True)
+    images = {k: np.stack([f[k] for f in im]) for k in im[0]}
+    draws = {k: np.asarray(v[w]).tolist() for k, v in info["randomization"].items()}
+    return Episode(world, index, np.stack(q), np.stack(a), np.stack(e), bool(new_info["final_success"][w]),
+                   draws, images)
 
 
 def env_features(L, obs, xp=np) -> dict:
@@ -163,7 +208,9 @@ class DemoResult:
         return self.successes / self.episodes
 
 
-def _check_out(out) -> Path:
+def check_out(out) -> Path:
+    """``out`` as a Path, refused when it exists and is not an empty folder (demos go into a new
+    dataset)."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CaliperError(f"{out}: already exists and is not an empty folder (demos go into a new dataset)")
@@ -178,7 +225,7 @@ def record_demos(task, episodes: int, out, *, seed: int = 0, engine: str = "mujo
     ``"wrist:64x64"``) or named PinholeCameras recorded as video features (module doc)."""
     from tasks.env import VecEnv
 
-    out = _check_out(out)
+    out = check_out(out)
     kwargs = {} if randomization == "default" else {"randomization": randomization}
     with VecEnv(task, num_envs, engine=engine, seed=seed, cameras=cameras or None, **kwargs) as env:
         check_video_cameras(env.cameras)
@@ -196,7 +243,7 @@ def write_demos(env, eps, out, *, seed: int) -> Path:
     from caliper_jax.dataset.atomic import write_atomic
     from tasks.cameras import camera_record, feature_key
 
-    out = _check_out(out)
+    out = check_out(out)
     cams = tuple(getattr(env, "cameras", ()))
     check_video_cameras(cams)
     ts = env.task_scene

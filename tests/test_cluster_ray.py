@@ -20,7 +20,7 @@ from learn.evaluate import evaluate, sweep
 from tasks.schema import find_task, load_task
 
 ray = pytest.importorskip("ray")
-from learn.cluster import CellsFailed, connect, ray_evaluate, ray_sweep  # noqa: E402
+from learn.cluster import CellsFailed, connect, ray_evaluate, ray_record_demos, ray_sweep  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,7 +36,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def test_unreachable_and_malformed_addresses_are_one_line_errors(monkeypatch):
+def test_unreachable_and_malformed_addresses_are_one_line_errors(monkeypatch, tmp_path):
     if ray.is_initialized():
         pytest.skip("needs no Ray connection open in this process")
     port = _closed_port()
@@ -53,6 +53,11 @@ def test_unreachable_and_malformed_addresses_are_one_line_errors(monkeypatch):
     code = cli.main(["learn", "sweep", "scripted", "--task", "lift-cube", "--ray", f"127.0.0.1:{port}",
                      "--json"])
     assert code == 2
+    out = tmp_path / "demos"
+    assert cli.main(["task", "demo", "lift-cube", "--out", str(out), "--ray", f"127.0.0.1:{port}",
+                     "--json"]) == 2
+    assert not out.exists() or not any(out.iterdir())          # nothing written
+    assert cli.main(["task", "demo", "lift-cube", "--out", str(out), "--ray", "auto", "--engine", "mjx"]) == 2
 
 
 def test_missing_ray_names_the_extra(monkeypatch):
@@ -133,6 +138,27 @@ def test_evaluation_split_in_blocks_of_worlds_equals_evaluate(head, short):
     order = [(w, e) for e in (0, 1) for w in range(4)][:7]      # (world episode, world) order
     assert [(e.world, e.world_episode) for e in got.episodes] == order
     assert dumps(got) == dumps(want)
+
+
+def _tree_bytes(root: Path) -> dict:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_demos_recorded_in_blocks_of_worlds_equal_the_one_process_dataset(head, tmp_path):
+    """`task demo --ray`: 5 scripted lift-cube episodes over 3 worlds in 2 Ray blocks -> the dataset
+    of record_demos with the same seed, every file byte for byte (the merge is in canonical order:
+    a block's episodes written in another order, or a world replayed from its local index's draws,
+    would differ)."""
+    from tasks.demo import record_demos
+
+    got = ray_record_demos("lift-cube", 5, tmp_path / "ray", seed=4, num_envs=3, blocks=2)
+    want = record_demos("lift-cube", 5, tmp_path / "one", seed=4, num_envs=3)
+    assert (got.episodes, got.successes, got.frames) == (want.episodes, want.successes, want.frames)
+    assert got.successes == 5
+    a, b = _tree_bytes(got.root), _tree_bytes(want.root)
+    assert sorted(a) == sorted(b) and [k for k in a if a[k] != b[k]] == []
+    with pytest.raises(CaliperError, match="not an empty folder"):
+        ray_record_demos("lift-cube", 1, tmp_path / "ray", num_envs=1)
 
 
 def test_a_sigkilled_worker_is_retried_to_the_same_result(head, short, tmp_path):

@@ -337,3 +337,20 @@ def require_finite(what: str, hint: str = "", **arrays) -> None:
         if not np.all(np.isfinite(a)):
             raise CaliperError(f"{what}: the result {name} is not finite (NaN or inf)"
                                + (f"; {hint}" if hint else ""))
+
+
+def ray_arg(p, what: str) -> None:
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help=f"split the run's {what} over the running Ray cluster at ADDRESS (auto, or HOST:PORT "
+                        f"of its head; needs caliper-jax[cluster]); see docs/cluster.md")
+
+
+def ray_ready(engine: str) -> None:
+    """Before a ``--ray`` run: Ray is installed (else the one-line error naming the extra) and the
+    engine is the CPU one (the worlds split over the cluster are MuJoCo C worlds)."""
+    from learn.cluster import require_ray
+
+    require_ray()
+    if engine != "mujoco":
+        raise CaliperError("--ray splits the CPU engine's worlds over the cluster; --engine mjx runs on one "
+                           "accelerator (drop --ray)")

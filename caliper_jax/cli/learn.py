@@ -19,6 +19,8 @@ from caliper_jax.cli.common import (
     output_dir,
     output_file,
     positive,
+    ray_arg,
+    ray_ready,
     seed,
 )
 
@@ -135,12 +137,6 @@ def register(subparsers) -> None:
 
 
 # ---- shared -----------------------------------------------------------------------------------------
-def ray_arg(p, what: str) -> None:
-    p.add_argument("--ray", metavar="ADDRESS", default=None,
-                   help=f"split the run's {what} over the running Ray cluster at ADDRESS (auto, or HOST:PORT "
-                        f"of its head; needs caliper-jax[cluster]); see docs/cluster.md")
-
-
 def _json_arg(text, flag: str) -> dict:
     import json
 
@@ -390,13 +386,9 @@ def cmd_eval(args) -> int:
 
 
 def _eval_ray(args, task, episodes, worlds, policy) -> int:
-    from caliper_jax.errors import CaliperError
-    from learn.cluster import ray_evaluate, require_ray
+    from learn.cluster import ray_evaluate
 
-    require_ray()
-    if args.engine != "mujoco":
-        raise CaliperError("--ray splits the CPU engine's worlds over the cluster; --engine mjx runs on one "
-                           "accelerator (drop --ray)")
+    ray_ready(args.engine)
     bar, tick = _bar(1, f"eval {task.name} on Ray", "block")
     with bar:
         res = ray_evaluate(args.policy, task, address=args.ray,

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 import numpy as np
 
 from caliper_jax.cli import runtime
-from caliper_jax.cli.common import at_least, budget, emit, output_dir, output_file, seed
+from caliper_jax.cli.common import at_least, budget, emit, output_dir, output_file, ray_arg, ray_ready, seed
 from caliper_jax.errors import CaliperError
 
 
@@ -41,6 +42,7 @@ def register(subparsers) -> None:
             p.add_argument("--camera", action="append", default=[], metavar="NAME[:WxH]",
                            help="record a camera (front, side, top, wrist; size default 96x96, at least "
                                 "32x32) as the video feature observation.images.NAME (repeatable)")
+            ray_arg(p, "worlds (in blocks, CPU engine; the dataset is the one-machine run's, byte for byte)")
         else:
             p.add_argument("--policy", choices=("scripted",), default="scripted",
                            help="the policy (scripted: the task's scripted expert)")
@@ -238,11 +240,22 @@ def cmd_demo(args) -> int:
     output_dir(args.out, "--out", empty=False)       # writable, before any work
     cameras = _demo_cameras(args, t, episodes, worlds)
     require_runnable(t)
-    bar, tick = _progress_bar(episodes, f"demo {t.name}")
+    randomization = "default" if args.randomize else None
+    camera_names = [f"{n}:{w}x{h}" for n, w, h in cameras]
+    if args.ray is not None:
+        from learn.cluster import ray_record_demos
+
+        ray_ready(args.engine)
+        bar = _progress_bar(1, f"demo {t.name} on Ray")[0]
+        bar.unit = "block"
+        record, tick = partial(ray_record_demos, address=args.ray), (
+            lambda n, total: (setattr(bar, "total", total), bar.update(n - bar.n)))
+    else:
+        bar, tick = _progress_bar(episodes, f"demo {t.name}")
+        record = partial(record_demos, engine=args.engine)
     with bar, runtime.partial_output(args.out, cleanup=lambda: recover(args.out)):
-        res = record_demos(t, episodes, args.out, seed=s, engine=args.engine, num_envs=worlds,
-                           randomization="default" if args.randomize else None, progress=tick,
-                           cameras=[f"{n}:{w}x{h}" for n, w, h in cameras])
+        res = record(t, episodes, args.out, seed=s, num_envs=worlds, randomization=randomization,
+                     progress=tick, cameras=camera_names)
     report = {"task": t.name, "out": str(res.root), "episodes": res.episodes, "successes": res.successes,
               "success_rate": res.success_rate, "frames": res.frames, "failed_plans": res.failed_plans,
               "seed": s, "worlds": worlds, "engine": args.engine,
