@@ -13,7 +13,9 @@ Parts:
   every size read from our config objects, every remaining difference listed and printed with both
   full configurations), the same batch, inputs (joint state + prop pose -> action chunk) and thread
   count, alternating ``--rounds`` times with the order swapped each round (medians reported, with
-  every run). Compile (ours) / warm-up (theirs) is reported apart from the timed steps. ``--images``
+  every run). lerobot runs with ``OMP_WAIT_POLICY=PASSIVE`` unless set: torch's spinning OpenMP
+  threads collapse on a loaded machine (0.07 vs 12 steps/s measured), which would flatter us.
+  Compile (ours) / warm-up (theirs) is reported apart from the timed steps. ``--images``
   adds the ResNet-18 rows (96x96 front + wrist cameras, same batch); our side of them is skipped,
   with the reason printed, while our image encoders are missing. Target >= 2x on every row.
 - ``eval``: closed-loop evaluation episodes/s of a trained BC policy on lift-cube, 64 worlds in
@@ -67,27 +69,27 @@ SPEED_ROWS = {"act": ("act", False, False), "act_vae": ("act", True, False),
 
 
 def speed_configs(row: str, batch: int):
-    """(our policy config, our train config) of a speed row, from RECIPES."""
-    from learn.config import TrainConfig, config_from_dict
+    """(our policy config, our train config) of a speed row, from RECIPES; the image rows with the
+    ResNet-18 at its own width where our configs have image encoders."""
+    from learn.config import ACTConfig, TrainConfig, config_from_dict
 
-    kind, vae, _ = SPEED_ROWS[row]
+    kind, vae, images = SPEED_ROWS[row]
     pdict, tdict = RECIPES[kind]
     pdict = dict(pdict, **({"use_vae": vae} if kind == "act" else {"denoiser": "unet"}))
+    if images and "vision_backbone" in {f.name for f in dataclasses.fields(ACTConfig)}:
+        pdict.update(vision_backbone="resnet18", vision_width=64)
     tdict = {k: v for k, v in tdict.items() if k != "steps"}
     return config_from_dict(pdict), TrainConfig(**tdict, batch_size=batch)
 
 
 def _our_images_missing() -> str | None:
-    """Why our side of the image rows cannot run here (None once our configs take image inputs)."""
-    from learn.config import ACTConfig, DiffusionConfig
+    """Why our side of the image rows cannot run here (None when learn/policies/vision.py exists)."""
+    import importlib.util
 
-    for cls in (ACTConfig, DiffusionConfig):
-        names = {f.name for f in dataclasses.fields(cls)}
-        if not any("image" in n or "backbone" in n or "camera" in n for n in names):
-            return (f"our image encoders are not on this branch (learn/config.py {cls.__name__} has no "
-                    "image/backbone/camera field; they are being written on branch `vision`)")
-    return ("our configs take images, but this harness has no adapter to build our image policies yet "
-            "(benchmarks/bench_learn.py: _our_images_missing)")
+    if importlib.util.find_spec("learn.policies.vision") is None:
+        return ("our image encoders are not on this branch (no learn/policies/vision.py; they are "
+                "written on branch `vision`)")
+    return None
 
 
 def _lerobot_run(spec: dict, steps: int, warmup: int, timeout_s: float) -> dict:
@@ -96,14 +98,17 @@ def _lerobot_run(spec: dict, steps: int, warmup: int, timeout_s: float) -> dict:
         json.dump(spec, f)
     cmd = [str(LEROBOT_PY), "-W", "ignore", str(ROOT / "benchmarks" / "lerobot" / "train_speed.py"),
            "--spec", f.name, "--steps", str(steps), "--warmup", str(warmup), "--threads", str(_threads())]
+    # torch's OpenMP threads spin while waiting; on a loaded machine that collapses its step (measured
+    # 0.07 steps/s spinning vs 12 passive, ACT at batch 64 under load 16 on 2 cores), so they yield.
+    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
     try:
-        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"lerobot's run took over {timeout_s:.0f} s"}
     finally:
         os.unlink(f.name)
     if run.returncode == 0:
-        return json.loads(run.stdout.strip().splitlines()[-1])
+        return {**json.loads(run.stdout.strip().splitlines()[-1]), "omp_wait_policy": env["OMP_WAIT_POLICY"]}
     return {"error": run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "failed"}
 
 
@@ -117,20 +122,30 @@ class _FixedBatch:
         return self.batch
 
 
-def _ours_run(pcfg, tcfg, steps: int, state_dim: int, env_dim: int, action_dim: int) -> dict:
-    """One timed run of our training step (fit on a fixed random batch)."""
+def _ours_run(pcfg, tcfg, steps: int, spec: dict) -> dict:
+    """One timed run of our training step (fit on a fixed random batch) on the spec's inputs: the
+    observation is its vector features concatenated, its cameras our ``images`` (channels last)."""
     import dataclasses as dc
 
     from learn.policies import build_policy
     from learn.policies.base import Batch
     from learn.train import fit
 
-    obs_dim = state_dim + env_dim
-    policy = build_policy(pcfg, obs_dim, action_dim, seed=tcfg.seed)
+    feats = spec["features"]
+    obs_dim = sum(shape[0] for kind, shape in feats.values() if kind in ("STATE", "ENV"))
+    action_dim = feats["action"][1][0]
+    cams = [shape for kind, shape in feats.values() if kind == "VISUAL"]
     rng = np.random.default_rng(0)
     b, n_obs, chunk = tcfg.batch_size, pcfg.n_obs_steps, pcfg.chunk_size
+    extra = {}
+    if cams:
+        _, h, w = cams[0]
+        extra = {"image_shape": (len(cams), h, w)}
+        images = rng.standard_normal((b, n_obs, len(cams), h, w, 3)).astype(np.float32)
+    policy = build_policy(pcfg, obs_dim, action_dim, seed=tcfg.seed, **extra)
     fixed = Batch(rng.standard_normal((b, n_obs, obs_dim)).astype(np.float32), np.ones((b, n_obs), bool),
-                  rng.standard_normal((b, chunk, action_dim)).astype(np.float32), np.ones((b, chunk), bool))
+                  rng.standard_normal((b, chunk, action_dim)).astype(np.float32), np.ones((b, chunk), bool),
+                  **({"images": images} if cams else {}))
     res = fit(policy, _FixedBatch(fixed), None,
               dc.replace(tcfg, steps=steps, eval_every=steps, log_every=steps))
     return {"steps_per_s": res.steps_per_s, "compile_s": res.compile_s, "steps": steps}
@@ -148,14 +163,7 @@ def train_speed(args) -> dict:
     """Training steps/s, ours vs lerobot's, per row of ``args.rows`` (alternating rounds, medians)."""
     import jax
 
-    from benchmarks.lerobot.like_for_like import (
-        ACTION_DIM,
-        CAMERAS,
-        ENV_DIM,
-        STATE_DIM,
-        differences,
-        spec_for,
-    )
+    from benchmarks.lerobot.like_for_like import CAMERAS, differences, spec_for
     from learn.config import config_to_dict
 
     out = {"batch": args.batch, "threads": _threads(), "rounds": args.rounds, "jax": jax.__version__,
@@ -173,7 +181,7 @@ def train_speed(args) -> dict:
             sides = ["ours", "lerobot"] if r % 2 == 0 else ["lerobot", "ours"]
             for side in sides:
                 if side == "ours" and skip is None:
-                    ours_runs.append(_ours_run(pcfg, tcfg, steps, STATE_DIM, ENV_DIM, ACTION_DIM))
+                    ours_runs.append(_ours_run(pcfg, tcfg, steps, spec))
                 elif side == "lerobot" and LEROBOT_PY.exists():
                     their_runs.append(_lerobot_run(spec, their_steps, 1 if images else 3,
                                                    args.lerobot_timeout))

@@ -89,6 +89,32 @@ def test_image_rows_add_the_cameras_and_the_backbone():
         assert not any("ResNet-18" in d for d in differences(cfg, TRAIN))
 
 
+@dataclasses.dataclass(frozen=True)
+class _SeeingDiffusion(DiffusionConfig):
+    """Our config with the image-encoder fields of learn/policies/vision.py (branch `vision`)."""
+
+    vision_backbone: str = "conv"
+    vision_width: int = 32
+    spatial_keypoints: int = 32
+    image_feature_dim: int = 64
+    image_shift: int = 4
+
+
+def test_image_rows_are_proprio_plus_images_and_read_our_encoder():
+    spec = spec_for(ACTConfig(), TRAIN, images=CAMERAS)
+    assert "observation.environment_state" not in spec["features"]      # no prop pose with cameras
+    assert "observation.environment_state" in spec_for(ACTConfig(), TRAIN)["features"]
+    seeing = _SeeingDiffusion(denoiser="unet", vision_backbone="resnet18", vision_width=64)
+    with pytest.raises(ValueError, match="ResNet-18"):
+        spec_for(dataclasses.replace(seeing, vision_backbone="conv", vision_width=32), TRAIN, images=CAMERAS)
+    for k in (16, 24):
+        spec = spec_for(dataclasses.replace(seeing, spatial_keypoints=k), TRAIN, images=CAMERAS)
+        assert spec["config"]["spatial_softmax_num_keypoints"] == k
+    assert any("random shift of +-4 px" in d for d in differences(seeing, TRAIN, CAMERAS))
+    assert any("image feature width: ours 64" in d for d in
+               differences(dataclasses.replace(seeing, spatial_keypoints=16), TRAIN, CAMERAS))
+
+
 def test_what_lerobot_cannot_match_is_refused():
     with pytest.raises(ValueError, match="n_obs_steps"):
         act_spec(ACTConfig(n_obs_steps=2), TRAIN)

@@ -12,7 +12,9 @@ prints both configurations and the list of differences (no training, no lerobot 
 
 Inputs (the defaults are gripper_arm ``lift-cube``'s dataset): ``observation.state`` (joint state,
 ``state_dim``), ``observation.environment_state`` (prop pose, ``env_dim``), ``action``
-(``action_dim``); with images, one ``observation.images.<camera>`` per camera, 3 x H x W.
+(``action_dim``). With images it is the ``proprio+images`` observation set: the joint state and one
+``observation.images.<camera>`` per camera (3 x H x W), no prop pose. The image encoder's settings
+are read from our config's ``vision_*`` fields where it has them (learn/policies/vision.py).
 Imports nothing but :mod:`learn.config` (no JAX, no torch).
 """
 from __future__ import annotations
@@ -34,11 +36,12 @@ STATE_DIM, ENV_DIM, ACTION_DIM = 3, 7, 3
 CAMERAS, IMAGE_HW, BACKBONE = ("front", "wrist"), (96, 96), "resnet18"
 
 
-def _features(n_obs: int, images: tuple, image_hw: tuple, state_dim: int, env_dim: int,
-              action_dim: int) -> dict:
-    """lerobot's input/output features as {key: [FeatureType name, shape]} (shapes per frame)."""
-    feats = {"observation.state": ["STATE", [state_dim]],
-             "observation.environment_state": ["ENV", [env_dim]]}
+def _features(images: tuple, image_hw: tuple, state_dim: int, env_dim: int, action_dim: int) -> dict:
+    """lerobot's input/output features as {key: [FeatureType name, shape]} (shapes per frame); with
+    images the proprio+images set (no environment state)."""
+    feats = {"observation.state": ["STATE", [state_dim]]}
+    if not images:
+        feats["observation.environment_state"] = ["ENV", [env_dim]]
     for cam in images:
         feats[f"observation.images.{cam}"] = ["VISUAL", [3, *image_hw]]
     feats["action"] = ["ACTION", [action_dim]]
@@ -64,11 +67,19 @@ def act_spec(cfg: ACTConfig, train: TrainConfig, *, images: tuple = (), image_hw
         "optimizer_lr_backbone": train.lr,
     }
     if images:
+        _check_backbone(cfg)
         config.update(vision_backbone=BACKBONE, pretrained_backbone_weights=None,
                       replace_final_stride_with_dilation=False)
     return {"policy": "act", "config": config, "batch": train.batch_size,
             "grad_clip_norm": train.clip_norm,
-            "features": _features(1, images, image_hw, state_dim, env_dim, action_dim)}
+            "features": _features(images, image_hw, state_dim, env_dim, action_dim)}
+
+
+def _check_backbone(cfg) -> None:
+    """Our image encoder, where our config has one, must be ResNet-18 at its own width (64)."""
+    if hasattr(cfg, "vision_backbone") and (cfg.vision_backbone, cfg.vision_width) != (BACKBONE, 64):
+        raise ValueError(f"lerobot's image rows use a ResNet-18; our config has vision_backbone "
+                         f"{cfg.vision_backbone!r}, vision_width {cfg.vision_width} (use 'resnet18', 64)")
 
 
 def _unet_groups(channels: tuple) -> int:
@@ -100,11 +111,14 @@ def diffusion_spec(cfg: DiffusionConfig, train: TrainConfig, *, images: tuple = 
         "scheduler_warmup_steps": train.warmup,
     }
     if images:
+        _check_backbone(cfg)
         config.update(vision_backbone=BACKBONE, pretrained_backbone_weights=None, use_group_norm=True,
-                      crop_shape=None, spatial_softmax_num_keypoints=32)
+                      crop_shape=None)
+        if hasattr(cfg, "spatial_keypoints"):       # ours (learn/policies/vision.py); else lerobot's 32
+            config["spatial_softmax_num_keypoints"] = cfg.spatial_keypoints
     return {"policy": "diffusion", "config": config, "batch": train.batch_size,
             "grad_clip_norm": train.clip_norm,
-            "features": _features(cfg.n_obs_steps, images, image_hw, state_dim, env_dim, action_dim)}
+            "features": _features(images, image_hw, state_dim, env_dim, action_dim)}
 
 
 def spec_for(cfg, train: TrainConfig, **kw) -> dict:
@@ -127,10 +141,11 @@ def differences(cfg, train: TrainConfig, images: tuple = ()) -> list[str]:
         f"{train.warmup} linear warm-up steps",
     ]
     if isinstance(cfg, ACTConfig):
+        if not images:
+            out.append(f"encoder tokens: ours one token per observation frame (state and prop pose "
+                       f"concatenated, {1 + cfg.n_obs_steps} tokens with the latent); lerobot a token each "
+                       "for the state and the environment state (3 with the latent)")
         out += [
-            f"encoder tokens: ours one token per observation frame (state and prop pose concatenated, "
-            f"{1 + cfg.n_obs_steps} tokens with the latent); lerobot a token each for the state and "
-            "the environment state (3 with the latent)",
             "lerobot: dropout also on the attention weights (nn.MultiheadAttention); ours on the residual "
             "branches and inside the feed-forward only",
             "loss: ours masked L1 averaged over valid actions; lerobot L1 zeroed on padding, averaged over "
@@ -139,12 +154,14 @@ def differences(cfg, train: TrainConfig, images: tuple = ()) -> list[str]:
             "speed)",
             "lerobot ACT: AdamW (betas 0.9, 0.999) at a constant learning rate (no scheduler preset)",
         ]
-        if cfg.use_vae:
+        if cfg.use_vae and not images:
             out.append("CVAE encoder input: ours [cls, observation frame (state + prop pose), actions]; "
                        "lerobot [cls, robot state, actions] (same token count)")
         if images:
-            out.append("image backbone: lerobot torchvision ResNet-18 with FrozenBatchNorm2d (not "
-                       "pretrained: no download), layer4 feature map + 2-D sinusoidal positions")
+            out.append("image backbone: lerobot torchvision ResNet-18 with FrozenBatchNorm2d (frozen "
+                       "statistics and affine: no norm gradients; not pretrained, nothing can be "
+                       "downloaded); " + _our_backbone(cfg, "one token per layer4 feature-map position, "
+                                                          "2-D sinusoidal positions, on both sides"))
     else:
         out += [
             f"lerobot diffusion: Adam (betas 0.95, 0.999; weight decay as an L2 term, not decoupled) with "
@@ -162,8 +179,22 @@ def differences(cfg, train: TrainConfig, images: tuple = ()) -> list[str]:
             out.append("beta schedule 'linear': ours rescaled by 1000 / train_timesteps, diffusers' not")
         if images:
             out.append("image encoder: lerobot torchvision ResNet-18 with GroupNorm (not pretrained), "
-                       "spatial softmax (32 keypoints), no crop")
+                       "spatial softmax, Linear + ReLU to 2 x keypoints per camera, no crop; "
+                       + _our_backbone(cfg, "both encode every frame of the window"))
+            dim = getattr(cfg, "image_feature_dim", None)
+            if dim is not None and dim != 2 * cfg.spatial_keypoints:
+                out.append(f"image feature width: ours {dim} per camera, lerobot 2 x "
+                           f"{cfg.spatial_keypoints} keypoints = {2 * cfg.spatial_keypoints}")
     return out
+
+
+def _our_backbone(cfg, shared: str) -> str:
+    """Our side of the image-encoder difference (or that it is missing on this branch)."""
+    if not hasattr(cfg, "vision_backbone"):
+        return "ours: no image encoder on this branch (learn/policies/vision.py, branch `vision`)"
+    shift = (f"a random shift of +-{cfg.image_shift} px in the step (lerobot: none)" if cfg.image_shift
+             else "no augmentation")
+    return f"ours ResNet-18 with GroupNorm (C / 16 groups), {shift}; {shared}"
 
 
 def describe(cfg, train: TrainConfig, spec: dict, lerobot_config: dict | None = None,
