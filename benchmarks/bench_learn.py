@@ -148,7 +148,11 @@ def _ours_run(pcfg, tcfg, steps: int, spec: dict) -> dict:
                   **({"images": images} if cams else {}))
     res = fit(policy, _FixedBatch(fixed), None,
               dc.replace(tcfg, steps=steps, eval_every=steps, log_every=steps))
-    return {"steps_per_s": res.steps_per_s, "compile_s": res.compile_s, "steps": steps}
+    import jax
+    from flax import nnx
+
+    params = sum(int(x.size) for x in jax.tree_util.tree_leaves(nnx.state(policy, nnx.Param)))
+    return {"steps_per_s": res.steps_per_s, "compile_s": res.compile_s, "steps": steps, "params": params}
 
 
 def _median_of(runs: list[dict]) -> dict | None:
@@ -157,6 +161,12 @@ def _median_of(runs: list[dict]) -> dict | None:
         return runs[-1] if runs else None
     return {**ok[0], "steps_per_s": float(np.median([r["steps_per_s"] for r in ok])),
             "runs": [r["steps_per_s"] for r in ok]}
+
+
+def _round_ratios(ours_runs: list[dict], their_runs: list[dict]) -> list[float]:
+    """ours / lerobot per alternating round (the pair that saw the same load), rounds where both ran."""
+    return [o["steps_per_s"] / t["steps_per_s"] for o, t in zip(ours_runs, their_runs, strict=False)
+            if "steps_per_s" in o and "steps_per_s" in t]
 
 
 def train_speed(args) -> dict:
@@ -196,6 +206,7 @@ def train_speed(args) -> dict:
         ratio = (ours["steps_per_s"] / theirs["steps_per_s"]
                  if ours and theirs and "steps_per_s" in theirs else None)
         out[row] = {"ours": ours or {"skipped": skip}, "lerobot": theirs, "ratio": ratio,
+                    "round_ratios": _round_ratios(ours_runs, their_runs),
                     "ours_config": config_to_dict(pcfg), "ours_train": dataclasses.asdict(tcfg),
                     "lerobot_spec": spec, "lerobot_config": lerobot_config,
                     "differences": differences(pcfg, tcfg, cams)}
@@ -293,8 +304,9 @@ def print_speed(s: dict) -> None:
             print("\n".join(f"  - {d}" for d in r["differences"]))
     print(f"\ntrain steps/s, batch {s['batch']}, {s['threads']} threads, {s['rounds']} alternating rounds "
           "(median; every run in brackets)")
-    print("| row | ours | compile | lerobot (torch) | warm-up | ratio |")
-    print("|---|---|---|---|---|---|")
+    print("| row | params ours / lerobot | ours | compile | lerobot (torch) | warm-up | ratio of medians | "
+          "per round |")
+    print("|---|---|---|---|---|---|---|---|")
     nan = float("nan")
 
     def runs(side):
@@ -309,8 +321,10 @@ def print_speed(s: dict) -> None:
                 f"skipped: {o.get('skipped')}")
         theirs = (f"{lr['steps_per_s']:.2f} ({runs(lr)})" if "steps_per_s" in lr else
                   f"not run: {lr.get('error', 'no lerobot venv')}")
-        print(f"| {row} | {ours} | {o.get('compile_s', nan):.1f} s | {theirs} | "
-              f"{lr.get('warmup_s', nan):.1f} s | {r['ratio'] or nan:.2f}x |")
+        print(f"| {row} | {o.get('params', '-')} / {lr.get('params', '-')} | {ours} | "
+              f"{o.get('compile_s', nan):.1f} s | {theirs} | "
+              f"{lr.get('warmup_s', nan):.1f} s | {r['ratio'] or nan:.2f}x | "
+              f"{', '.join(f'{x:.2f}x' for x in r.get('round_ratios', []))} |")
 
 
 def main() -> None:
