@@ -310,16 +310,16 @@ def print_speed(s: dict) -> None:
     nan = float("nan")
 
     def runs(side):
-        return ", ".join(f"{x:.2f}" for x in side.get("runs", []))
+        return ", ".join(f"{x:.3g}" for x in side.get("runs", []))
 
     for row in s:
         if not (isinstance(s[row], dict) and "ours_config" in s[row]):
             continue
         r = s[row]
         o, lr = r["ours"] or {}, r["lerobot"] or {}
-        ours = (f"{o['steps_per_s']:.2f} ({runs(o)})" if "steps_per_s" in o else
+        ours = (f"{o['steps_per_s']:.3g} ({runs(o)})" if "steps_per_s" in o else
                 f"skipped: {o.get('skipped')}")
-        theirs = (f"{lr['steps_per_s']:.2f} ({runs(lr)})" if "steps_per_s" in lr else
+        theirs = (f"{lr['steps_per_s']:.3g} ({runs(lr)})" if "steps_per_s" in lr else
                   f"not run: {lr.get('error', 'no lerobot venv')}")
         print(f"| {row} | {o.get('params', '-')} / {lr.get('params', '-')} | {ours} | "
               f"{o.get('compile_s', nan):.1f} s | {theirs} | "
