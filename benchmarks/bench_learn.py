@@ -71,15 +71,14 @@ SPEED_ROWS = {"act": ("act", False, False), "act_vae": ("act", True, False),
 def speed_configs(row: str, batch: int):
     """(our policy config, our train config) of a speed row, from RECIPES; the image rows with the
     ResNet-18 at its own width where our configs have image encoders."""
-    from learn.config import ACTConfig, TrainConfig, config_from_dict
+    from benchmarks.lerobot.like_for_like import with_resnet18
+    from learn.config import TrainConfig, config_from_dict
 
     kind, vae, images = SPEED_ROWS[row]
     pdict, tdict = RECIPES[kind]
-    pdict = dict(pdict, **({"use_vae": vae} if kind == "act" else {"denoiser": "unet"}))
-    if images and "vision_backbone" in {f.name for f in dataclasses.fields(ACTConfig)}:
-        pdict.update(vision_backbone="resnet18", vision_width=64)
+    pcfg = config_from_dict(dict(pdict, **({"use_vae": vae} if kind == "act" else {"denoiser": "unet"})))
     tdict = {k: v for k, v in tdict.items() if k != "steps"}
-    return config_from_dict(pdict), TrainConfig(**tdict, batch_size=batch)
+    return with_resnet18(pcfg) if images else pcfg, TrainConfig(**tdict, batch_size=batch)
 
 
 def _our_images_missing() -> str | None:

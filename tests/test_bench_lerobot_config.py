@@ -16,6 +16,7 @@ from benchmarks.lerobot.like_for_like import (
     diffusion_spec,
     main,
     spec_for,
+    with_resnet18,
 )
 from learn.config import ACTConfig, DiffusionConfig, TrainConfig
 
@@ -79,7 +80,7 @@ def test_batch_optimizer_and_inputs_come_from_ours():
 
 
 def test_image_rows_add_the_cameras_and_the_backbone():
-    for cfg in (ACTConfig(), DiffusionConfig(denoiser="unet")):
+    for cfg in (with_resnet18(ACTConfig()), with_resnet18(DiffusionConfig(denoiser="unet"))):
         spec = spec_for(cfg, TRAIN, images=CAMERAS, image_hw=(64, 80))
         cams = {k: v for k, v in spec["features"].items() if k.startswith("observation.images.")}
         assert cams == {f"observation.images.{c}": ["VISUAL", [3, 64, 80]] for c in CAMERAS}
@@ -101,10 +102,11 @@ class _SeeingDiffusion(DiffusionConfig):
 
 
 def test_image_rows_are_proprio_plus_images_and_read_our_encoder():
-    spec = spec_for(ACTConfig(), TRAIN, images=CAMERAS)
+    spec = spec_for(with_resnet18(ACTConfig()), TRAIN, images=CAMERAS)
     assert "observation.environment_state" not in spec["features"]      # no prop pose with cameras
     assert "observation.environment_state" in spec_for(ACTConfig(), TRAIN)["features"]
-    seeing = _SeeingDiffusion(denoiser="unet", vision_backbone="resnet18", vision_width=64)
+    seeing = with_resnet18(_SeeingDiffusion(denoiser="unet"))
+    assert (seeing.vision_backbone, seeing.vision_width) == ("resnet18", 64)
     with pytest.raises(ValueError, match="ResNet-18"):
         spec_for(dataclasses.replace(seeing, vision_backbone="conv", vision_width=32), TRAIN, images=CAMERAS)
     for k in (16, 24):

@@ -75,6 +75,14 @@ def act_spec(cfg: ACTConfig, train: TrainConfig, *, images: tuple = (), image_hw
             "features": _features(images, image_hw, state_dim, env_dim, action_dim)}
 
 
+def with_resnet18(cfg):
+    """``cfg`` with our image encoder set to lerobot's (ResNet-18 at its own width, 64) where our
+    config has one (learn/policies/vision.py); ``cfg`` itself otherwise."""
+    if not hasattr(cfg, "vision_backbone"):
+        return cfg
+    return dataclasses.replace(cfg, vision_backbone=BACKBONE, vision_width=64)
+
+
 def _check_backbone(cfg) -> None:
     """Our image encoder, where our config has one, must be ResNet-18 at its own width (64)."""
     if hasattr(cfg, "vision_backbone") and (cfg.vision_backbone, cfg.vision_width) != (BACKBONE, 64):
@@ -220,6 +228,7 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     cfg = ACTConfig(use_vae=a.vae) if a.policy == "act" else DiffusionConfig(denoiser="unet")
     images = CAMERAS if a.images else ()
+    cfg = with_resnet18(cfg) if images else cfg
     train = TrainConfig()
     print(describe(cfg, train, spec_for(cfg, train, images=images), images=images))
 

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch", reason="torch not installed; run .ci/lerobo
 pytest.importorskip("diffusers", reason="diffusers not installed (lerobot's diffusion policy); run "
                     ".ci/lerobot_compat.sh")
 
-from benchmarks.lerobot.like_for_like import CAMERAS, spec_for  # noqa: E402
+from benchmarks.lerobot.like_for_like import CAMERAS, spec_for, with_resnet18  # noqa: E402
 from learn.config import ACTConfig, DiffusionConfig, TrainConfig  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "lerobot" / "train_speed.py"
@@ -49,7 +49,7 @@ def test_lerobot_builds_our_sizes_and_steps(row):
 
 @pytest.mark.parametrize("cfg", [ACTConfig(), DiffusionConfig(denoiser="unet")], ids=["act", "diffusion"])
 def test_lerobot_builds_the_image_rows(cfg):
-    spec = spec_for(cfg, TRAIN, images=CAMERAS)
+    spec = spec_for(with_resnet18(cfg), TRAIN, images=CAMERAS)
     built, policy = train_speed.build(spec)
     assert sorted(built.image_features) == [f"observation.images.{c}" for c in sorted(CAMERAS)]
     assert built.vision_backbone == "resnet18" and built.pretrained_backbone_weights is None
