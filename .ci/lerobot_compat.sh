@@ -21,7 +21,7 @@ if ! command -v ffmpeg >/dev/null && command -v apt-get >/dev/null; then
 fi
 
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-if ! "$VENV/bin/python" -c "import lerobot, torch, torchcodec, datasets, accelerate, av, pytest, imageio, serial, deepdiff, caliper_jax" 2>/dev/null \
+if ! "$VENV/bin/python" -c "import lerobot, torch, torchcodec, datasets, accelerate, av, pytest, imageio, serial, deepdiff, diffusers, caliper_jax" 2>/dev/null \
    || [ "$("$VENV/bin/python" -c 'import lerobot; print(lerobot.__version__)')" != "$LEROBOT" ]; then
   pip_install torch==2.14.1 torchvision==0.29.1
   pip_install --no-deps "lerobot==$LEROBOT"
@@ -29,6 +29,8 @@ if ! "$VENV/bin/python" -c "import lerobot, torch, torchcodec, datasets, acceler
   pip_install 'datasets<5' 'huggingface-hub<0.36' 'pandas<3' pyarrow numpy pillow 'av>=15,<16' \
     accelerate jsonlines 'draccus==0.10.0' einops 'packaging>=24.2,<26' pytest \
     imageio pyserial deepdiff  # what lerobot's ACT training imports (benchmarks/bench_learn.py)
+  # lerobot's diffusion policy (its noise schedulers; benchmarks/bench_learn.py --part speed)
+  pip_install 'diffusers>=0.27.2,<0.36'
   # lerobot 0.4.4 pins torchcodec<0.11, built for older torch; 0.17 is the release for torch 2.14
   pip_install --no-deps torchcodec==0.17.0
   pip_install --no-deps -e .

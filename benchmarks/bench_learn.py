@@ -1,17 +1,23 @@
 """Learning benchmarks, side by side with their references.
 
     python benchmarks/bench_learn.py [--part speed|eval|success|all] [--json]
-        [--batch 64] [--chunk 20] [--steps 50] [--rounds 3]  # speed: ACT train steps/s vs lerobot
+        [--batch 64] [--steps 50] [--rounds 3] [--rows ...] [--images] [--image-steps 3]  # speed
         [--eval-episodes 64]                              # eval: batched vs serial episodes/s
         [--demos 100] [--budget-s 600] [--episodes 100]   # success: train + held-out closed loop
         [--policies bc_mlp act diffusion]
 
 Parts:
-- ``speed``: training steps/s of our ACT against lerobot's own ACT (torch on the CPU, run in the
-  lerobot venv that ``.ci/lerobot_compat.sh`` builds) at the same model size, batch, chunk length
-  and inputs (joint state + prop poses -> action chunk, no images), with the same number of
-  threads, alternating ``--rounds`` times (medians reported, with every run). Compile (ours) /
-  warm-up (theirs) is reported apart from the timed steps. Target >= 2x.
+- ``speed``: training steps/s of our ACT (with and without the CVAE) and diffusion policy (UNet)
+  against lerobot's own (torch on the CPU, run in the lerobot venv that ``.ci/lerobot_compat.sh``
+  builds), like for like: lerobot's config is derived from ours (``benchmarks/lerobot/like_for_like.py``:
+  every size read from our config objects, every remaining difference listed and printed with both
+  full configurations), the same batch, inputs (joint state + prop pose -> action chunk) and thread
+  count, alternating ``--rounds`` times with the order swapped each round (medians reported, with
+  every run). lerobot runs with ``OMP_WAIT_POLICY=PASSIVE`` unless set: torch's spinning OpenMP
+  threads collapse on a loaded machine (0.07 vs 12 steps/s measured), which would flatter us.
+  Compile (ours) / warm-up (theirs) is reported apart from the timed steps. ``--images``
+  adds the ResNet-18 rows (96x96 front + wrist cameras, same batch); our side of them is skipped,
+  with the reason printed, while our image encoders are missing. Target >= 2x on every row.
 - ``eval``: closed-loop evaluation episodes/s of a trained BC policy on lift-cube, 64 worlds in
   one batched rollout (one batched policy call per control tick) against the same number of
   episodes run one world at a time. Target >= 20x.
@@ -24,6 +30,7 @@ Parts:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -35,6 +42,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+#: lerobot's venv (.ci/lerobot_compat.sh builds it); ``--lerobot-python`` overrides.
 LEROBOT_PY = ROOT / ".venv-lerobot" / "bin" / "python"
 
 #: What each policy trains with in the success benchmark (the CLI's defaults otherwise).
@@ -51,69 +60,155 @@ def _threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
-# ---- speed: ACT vs lerobot ACT ---------------------------------------------------------------------
-def _lerobot_act(args, vae: bool, state_dim: int, env_dim: int, action_dim: int) -> dict:
-    """One timed run of lerobot's ACT (its own venv) -> its JSON report or {"error": ...}."""
-    cmd = [str(LEROBOT_PY), str(ROOT / "benchmarks" / "lerobot" / "act_train_speed.py"),
-           "--state-dim", str(state_dim), "--env-dim", str(env_dim), "--action-dim", str(action_dim),
-           "--chunk", str(args.chunk), "--batch", str(args.batch), "--dim-model", "128",
-           "--heads", "4", "--ff", "512", "--enc", "2", "--dec", "1",
-           "--steps", str(min(args.steps, 30)), "--threads", str(_threads())]
-    cmd += ["--vae"] if vae else []
-    run = subprocess.run(cmd, capture_output=True, text=True)
+# ---- speed: ACT and diffusion vs lerobot's ----------------------------------------------------------
+#: The speed rows: (policy kind, CVAE, cameras). Our configs come from RECIPES (what the success part
+#: trains); diffusion with the UNet denoiser, lerobot's only one. lerobot's side is derived from them.
+SPEED_ROWS = {"act": ("act", False, False), "act_vae": ("act", True, False),
+              "diffusion": ("diffusion", False, False), "act_images": ("act", False, True),
+              "diffusion_images": ("diffusion", False, True)}
+
+
+def speed_configs(row: str, batch: int):
+    """(our policy config, our train config) of a speed row, from RECIPES; the image rows with the
+    ResNet-18 at its own width where our configs have image encoders."""
+    from benchmarks.lerobot.like_for_like import with_resnet18
+    from learn.config import TrainConfig, config_from_dict
+
+    kind, vae, images = SPEED_ROWS[row]
+    pdict, tdict = RECIPES[kind]
+    pcfg = config_from_dict(dict(pdict, **({"use_vae": vae} if kind == "act" else {"denoiser": "unet"})))
+    tdict = {k: v for k, v in tdict.items() if k != "steps"}
+    return with_resnet18(pcfg) if images else pcfg, TrainConfig(**tdict, batch_size=batch)
+
+
+def _our_images_missing() -> str | None:
+    """Why our side of the image rows cannot run here (None when learn/policies/vision.py exists)."""
+    import importlib.util
+
+    if importlib.util.find_spec("learn.policies.vision") is None:
+        return ("our image encoders are not on this branch (no learn/policies/vision.py; they are "
+                "written on branch `vision`)")
+    return None
+
+
+def _lerobot_run(spec: dict, steps: int, warmup: int, timeout_s: float) -> dict:
+    """One timed run of lerobot's training step (its own venv) -> its JSON report or {"error": ...}."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(spec, f)
+    cmd = [str(LEROBOT_PY), "-W", "ignore", str(ROOT / "benchmarks" / "lerobot" / "train_speed.py"),
+           "--spec", f.name, "--steps", str(steps), "--warmup", str(warmup), "--threads", str(_threads())]
+    # torch's OpenMP threads spin while waiting; on a loaded machine that collapses its step (measured
+    # 0.07 steps/s spinning vs 12 passive, ACT at batch 64 under load 16 on 2 cores), so they yield.
+    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"lerobot's run took over {timeout_s:.0f} s"}
+    finally:
+        os.unlink(f.name)
     if run.returncode == 0:
-        return json.loads(run.stdout.strip().splitlines()[-1])
+        return {**json.loads(run.stdout.strip().splitlines()[-1]), "omp_wait_policy": env["OMP_WAIT_POLICY"]}
     return {"error": run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "failed"}
 
 
-def act_speed(args) -> dict:
-    import jax
+class _FixedBatch:
+    """The same random batch every step (as the lerobot side does)."""
 
-    from learn.config import ACTConfig, TrainConfig
+    def __init__(self, batch):
+        self.batch = batch
+
+    def sample_batch(self, key, batch_size):
+        return self.batch
+
+
+def _ours_run(pcfg, tcfg, steps: int, spec: dict) -> dict:
+    """One timed run of our training step (fit on a fixed random batch) on the spec's inputs: the
+    observation is its vector features concatenated, its cameras our ``images`` (channels last)."""
+    import dataclasses as dc
+
     from learn.policies import build_policy
     from learn.policies.base import Batch
     from learn.train import fit
 
-    state_dim, env_dim, action_dim = 3, 7, 3
-    size = {"dim_model": 128, "n_heads": 4, "dim_feedforward": 512, "n_encoder_layers": 2,
-            "n_decoder_layers": 1}
-    out = {"batch": args.batch, "chunk": args.chunk, **size, "threads": _threads()}
-    for vae in (False, True):
-        cfg = ACTConfig(chunk_size=args.chunk, use_vae=vae, **size)
-        policy = build_policy(cfg, state_dim + env_dim, action_dim)
-        rng = np.random.default_rng(0)
-        fixed = Batch(rng.standard_normal((args.batch, 1, state_dim + env_dim)).astype(np.float32),
-                      np.ones((args.batch, 1), bool),
-                      rng.standard_normal((args.batch, args.chunk, action_dim)).astype(np.float32),
-                      np.ones((args.batch, args.chunk), bool))
+    feats = spec["features"]
+    obs_dim = sum(shape[0] for kind, shape in feats.values() if kind in ("STATE", "ENV"))
+    action_dim = feats["action"][1][0]
+    cams = [shape for kind, shape in feats.values() if kind == "VISUAL"]
+    rng = np.random.default_rng(0)
+    b, n_obs, chunk = tcfg.batch_size, pcfg.n_obs_steps, pcfg.chunk_size
+    extra = {}
+    if cams:
+        _, h, w = cams[0]
+        extra = {"image_shape": (len(cams), h, w)}
+        images = rng.standard_normal((b, n_obs, len(cams), h, w, 3)).astype(np.float32)
+    policy = build_policy(pcfg, obs_dim, action_dim, seed=tcfg.seed, **extra)
+    fixed = Batch(rng.standard_normal((b, n_obs, obs_dim)).astype(np.float32), np.ones((b, n_obs), bool),
+                  rng.standard_normal((b, chunk, action_dim)).astype(np.float32), np.ones((b, chunk), bool),
+                  **({"images": images} if cams else {}))
+    res = fit(policy, _FixedBatch(fixed), None,
+              dc.replace(tcfg, steps=steps, eval_every=steps, log_every=steps))
+    import jax
+    from flax import nnx
 
-        class Random:
-            """The same random batch every step (as the lerobot side does)."""
+    params = sum(int(x.size) for x in jax.tree_util.tree_leaves(nnx.state(policy, nnx.Param)))
+    return {"steps_per_s": res.steps_per_s, "compile_s": res.compile_s, "steps": steps, "params": params}
 
-            def __init__(self, batch):
-                self.batch = batch
 
-            def sample_batch(self, key, batch_size):
-                return self.batch
+def _median_of(runs: list[dict]) -> dict | None:
+    ok = [r for r in runs if "steps_per_s" in r]
+    if not ok:
+        return runs[-1] if runs else None
+    return {**ok[0], "steps_per_s": float(np.median([r["steps_per_s"] for r in ok])),
+            "runs": [r["steps_per_s"] for r in ok]}
 
+
+def _round_ratios(ours_runs: list[dict], their_runs: list[dict]) -> list[float]:
+    """ours / lerobot per alternating round (the pair that saw the same load), rounds where both ran."""
+    return [o["steps_per_s"] / t["steps_per_s"] for o, t in zip(ours_runs, their_runs, strict=False)
+            if "steps_per_s" in o and "steps_per_s" in t]
+
+
+def train_speed(args) -> dict:
+    """Training steps/s, ours vs lerobot's, per row of ``args.rows`` (alternating rounds, medians)."""
+    import jax
+
+    from benchmarks.lerobot.like_for_like import CAMERAS, differences, spec_for
+    from learn.config import config_to_dict
+
+    out = {"batch": args.batch, "threads": _threads(), "rounds": args.rounds, "jax": jax.__version__,
+           "lerobot_python": str(LEROBOT_PY) if LEROBOT_PY.exists() else None}
+    for row in args.rows:
+        kind, _, images = SPEED_ROWS[row]
+        pcfg, tcfg = speed_configs(row, args.batch)
+        cams = CAMERAS if images else ()
+        spec = spec_for(pcfg, tcfg, images=cams)
+        steps, their_steps = ((args.image_steps, args.image_steps) if images else
+                              (args.steps, min(args.steps, 30)))
+        skip = _our_images_missing() if images else None
         ours_runs, their_runs = [], []
-        for _ in range(args.rounds):                 # alternate, so both sides see the same load
-            res = fit(policy, Random(fixed), None, TrainConfig(steps=args.steps, batch_size=args.batch,
-                                                          warmup=1, eval_every=args.steps,
-                                                          log_every=args.steps))
-            ours_runs.append({"steps_per_s": res.steps_per_s, "compile_s": res.compile_s})
-            if LEROBOT_PY.exists():
-                their_runs.append(_lerobot_act(args, vae, state_dim, env_dim, action_dim))
-        ours = {"steps_per_s": float(np.median([r["steps_per_s"] for r in ours_runs])),
-                "compile_s": ours_runs[0]["compile_s"], "runs": [r["steps_per_s"] for r in ours_runs]}
-        ok = [r for r in their_runs if "steps_per_s" in r]
-        theirs = (None if not their_runs else their_runs[-1] if not ok else
-                  {**ok[-1], "steps_per_s": float(np.median([r["steps_per_s"] for r in ok])),
-                   "runs": [r["steps_per_s"] for r in ok]})
-        out["vae" if vae else "no_vae"] = {"ours": ours, "lerobot": theirs,
-                                           "ratio": (ours["steps_per_s"] / theirs["steps_per_s"]
-                                                     if theirs and "steps_per_s" in theirs else None)}
-    out["jax"] = jax.__version__
+        for r in range(args.rounds):               # alternate (and swap the order), so both see the same load
+            sides = ["ours", "lerobot"] if r % 2 == 0 else ["lerobot", "ours"]
+            for side in sides:
+                if side == "ours" and skip is None:
+                    ours_runs.append(_ours_run(pcfg, tcfg, steps, spec))
+                elif side == "lerobot" and LEROBOT_PY.exists():
+                    their_runs.append(_lerobot_run(spec, their_steps, 1 if images else 3,
+                                                   args.lerobot_timeout))
+            print(f"# {row} round {r + 1}: ours {ours_runs[-1]['steps_per_s'] if ours_runs else skip}, "
+                  f"lerobot {their_runs[-1].get('steps_per_s', their_runs[-1]) if their_runs else None}",
+                  file=sys.stderr)
+        ours = _median_of(ours_runs)
+        if ours is not None:
+            ours["compile_s"] = ours_runs[0]["compile_s"]  # the later rounds reuse the compiled step
+        theirs = _median_of(their_runs)
+        lerobot_config = (theirs or {}).pop("config", None)
+        ratio = (ours["steps_per_s"] / theirs["steps_per_s"]
+                 if ours and theirs and "steps_per_s" in theirs else None)
+        out[row] = {"ours": ours or {"skipped": skip}, "lerobot": theirs, "ratio": ratio,
+                    "round_ratios": _round_ratios(ours_runs, their_runs),
+                    "ours_config": config_to_dict(pcfg), "ours_train": dataclasses.asdict(tcfg),
+                    "lerobot_spec": spec, "lerobot_config": lerobot_config,
+                    "differences": differences(pcfg, tcfg, cams)}
     return out
 
 
@@ -194,13 +289,56 @@ def success(args, root: Path) -> dict:
     return out
 
 
+def print_speed(s: dict) -> None:
+    """Both configurations and the differences per row, then the table."""
+    for row in s:
+        if isinstance(s[row], dict) and "ours_config" in s[row]:
+            r = s[row]
+            print(f"## {row}")
+            print(f"ours: {json.dumps(r['ours_config'], sort_keys=True)}")
+            print(f"ours (train): {json.dumps(r['ours_train'], sort_keys=True)}")
+            print(f"lerobot spec: {json.dumps(r['lerobot_spec'], sort_keys=True)}")
+            print(f"lerobot as built: {json.dumps(r['lerobot_config'], sort_keys=True)}")
+            print("remaining differences:")
+            print("\n".join(f"  - {d}" for d in r["differences"]))
+    print(f"\ntrain steps/s, batch {s['batch']}, {s['threads']} threads, {s['rounds']} alternating rounds "
+          "(median; every run in brackets)")
+    print("| row | params ours / lerobot | ours | compile | lerobot (torch) | warm-up | ratio of medians | "
+          "per round |")
+    print("|---|---|---|---|---|---|---|---|")
+    nan = float("nan")
+
+    def runs(side):
+        return ", ".join(f"{x:.3g}" for x in side.get("runs", []))
+
+    for row in s:
+        if not (isinstance(s[row], dict) and "ours_config" in s[row]):
+            continue
+        r = s[row]
+        o, lr = r["ours"] or {}, r["lerobot"] or {}
+        ours = (f"{o['steps_per_s']:.3g} ({runs(o)})" if "steps_per_s" in o else
+                f"skipped: {o.get('skipped')}")
+        theirs = (f"{lr['steps_per_s']:.3g} ({runs(lr)})" if "steps_per_s" in lr else
+                  f"not run: {lr.get('error', 'no lerobot venv')}")
+        print(f"| {row} | {o.get('params', '-')} / {lr.get('params', '-')} | {ours} | "
+              f"{o.get('compile_s', nan):.1f} s | {theirs} | "
+              f"{lr.get('warmup_s', nan):.1f} s | {r['ratio'] or nan:.2f}x | "
+              f"{', '.join(f'{x:.2f}x' for x in r.get('round_ratios', []))} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", choices=("speed", "eval", "success", "all"), default="all")
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--chunk", type=int, default=20)
-    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--steps", type=int, default=50, help="speed: timed steps of ours (lerobot: at most 30)")
     ap.add_argument("--rounds", type=int, default=3, help="speed: alternating ours/lerobot rounds (median)")
+    ap.add_argument("--rows", nargs="+", choices=tuple(SPEED_ROWS), default=None,
+                    help="speed: the rows to run (default: act act_vae diffusion, + the image rows with "
+                    "--images)")
+    ap.add_argument("--images", action="store_true", help="speed: add the ResNet-18 96x96 image rows")
+    ap.add_argument("--image-steps", type=int, default=3, help="speed: timed steps per image run (each side)")
+    ap.add_argument("--lerobot-python", default=None, help=f"speed: lerobot's python (default {LEROBOT_PY})")
+    ap.add_argument("--lerobot-timeout", type=float, default=1200.0, help="speed: seconds per lerobot run")
     ap.add_argument("--eval-episodes", type=int, default=64)
     ap.add_argument("--demos", type=int, default=100)
     ap.add_argument("--budget-s", type=float, default=600.0)
@@ -209,12 +347,16 @@ def main() -> None:
     ap.add_argument("--workdir", default=None, help="keep demos here between runs (default: a temp folder)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.lerobot_python:
+        globals()["LEROBOT_PY"] = Path(args.lerobot_python)
+    if args.rows is None:
+        args.rows = [r for r, (_, _, img) in SPEED_ROWS.items() if args.images or not img]
 
     root = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="bench-learn-"))
     root.mkdir(parents=True, exist_ok=True)
     report = {}
     if args.part in ("speed", "all"):
-        report["speed"] = act_speed(args)
+        report["speed"] = train_speed(args)
     if args.part in ("eval", "all"):
         report["eval"] = eval_speed(args, root)
     if args.part in ("success", "all"):
@@ -223,17 +365,7 @@ def main() -> None:
         print(json.dumps(report, indent=1))
         return
     if "speed" in report:
-        s = report["speed"]
-        print(f"ACT train steps/s, batch {s['batch']}, chunk {s['chunk']}, dim {s['dim_model']}, "
-              f"{s['threads']} threads")
-        print("| variant | ours | compile | lerobot (torch) | warm-up | ratio |")
-        print("|---|---|---|---|---|---|")
-        for name in ("no_vae", "vae"):
-            r = s[name]
-            lr = r["lerobot"] or {}
-            print(f"| {name} | {r['ours']['steps_per_s']:.1f} | {r['ours']['compile_s']:.1f} s | "
-                  f"{lr.get('steps_per_s', float('nan')):.1f} | {lr.get('warmup_s', float('nan')):.1f} s | "
-                  f"{r['ratio'] or float('nan'):.2f}x |")
+        print_speed(report["speed"])
     if "eval" in report:
         e = report["eval"]
         print(f"\neval lift-cube: batched {e['batched_worlds']} worlds {e['batched_episodes_per_s']:.2f} "
