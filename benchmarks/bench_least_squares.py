@@ -1,18 +1,18 @@
 """Our Levenberg-Marquardt (caliper_jax.least_squares, host loop over chunked jitted residuals and
-Jacobians) against optimistix's ``LevenbergMarquardt`` (the maintained JAX library: the whole
-solve one traced program), on the system-identification problems of tests/test_sysid.py.
+Jacobians) against optimistix's ``LevenbergMarquardt`` (the maintained JAX library: the whole solve
+one traced program), on the system-identification problems of tests/test_sysid.py.
 
     python benchmarks/bench_least_squares.py [--iterations 30]
 
 Problems (float64, planted data, so the truth is known): ``swing`` (two-link arm, no contact:
-damping of both joints and one armature, start 1.4/0.7/1.3 x truth) and ``push`` (a pusher sliding
-a cube: the cube's friction and mass, start 1.4/0.7 x truth, the contact time constant held). Both solvers work on the same
-unconstrained parameters z (log-sigmoid inside the bounds, ``ParamSet.to_values``), the same scaled
-residuals of all training segments, the same iteration cap. Ours is timed as the whole
-``sysid.identify`` call a user makes (its RMSE report included); its compile time is the first call
-minus the second (same shapes). optimistix is timed as ``jit(least_squares)``: first call (compile +
-run) and a second call (run). Printed: worst relative parameter error against the truth, final cost
-0.5 |r|^2, iterations / steps, compile, run.
+damping of both joints and one armature, start 1.4/0.7/1.3 x truth) and ``push`` (a pusher sliding a
+cube: the cube's friction and mass, start 1.4/0.7 x truth, the contact time constant held). Both
+solvers work on the same unconstrained parameters z (log-sigmoid inside the bounds,
+``ParamSet.to_values``), the same scaled residuals of all episodes' segments, the same iteration
+cap. Ours is timed as the whole ``sysid.identify`` call a user makes (its RMSE report included); its
+compile time is the first call minus the second (same shapes). optimistix is timed as
+``jit(least_squares)``: first call (compile + run) and a second call (run). Printed: worst relative
+parameter error against the truth, final cost 0.5 |r|^2, iterations / steps, compile, run.
 """
 from __future__ import annotations
 
