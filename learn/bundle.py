@@ -34,8 +34,11 @@ class TrainedPolicy:
 
         def fn(graphdef, state, obs, obs_mask, key, images=None):
             model = nnx.merge(graphdef, state)
-            img = None if images is None else n.images(jnp.asarray(images))
-            a = model.sample(jnp.asarray(n.obs(obs), jnp.float32), obs_mask, key, img)
+            x = jnp.asarray(n.obs(obs), jnp.float32)
+            if images is None:            # a state policy may implement the 3-argument sample
+                a = model.sample(x, obs_mask, key)
+            else:
+                a = model.sample(x, obs_mask, key, n.images(jnp.asarray(images)))
             return n.unaction(a)
 
         return fn, graphdef, state

@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
 from caliper_jax.errors import CaliperError
 from learn.config import ACTConfig, BCConfig, DiffusionConfig
@@ -92,18 +93,18 @@ def test_encoder_output_shapes():
     from learn.policies.base import Batch
     from learn.policies.vision import ImageEncoder, sincos_2d
 
-    conv = ImageEncoder(BCConfig(vision_width=8, image_feature_dim=16), (2, 32, 32), rngs=__import__(
-        "flax").nnx.Rngs(0))
+    conv = ImageEncoder(BCConfig(vision_width=8, image_feature_dim=16), (2, 32, 32), rngs=nnx.Rngs(0))
     assert conv.map_size == (4, 4) and conv.channels == 16
-    assert conv.vectors(jnp.zeros((5, 1, 2, 32, 32, 3))).shape == (5, 1, 32)
-    res = ImageEncoder(ACTConfig(vision_backbone="resnet18", vision_width=8), (1, 96, 96),
-                       rngs=__import__("flax").nnx.Rngs(0), vectors=False)
-    assert res.feature_map(jnp.zeros((2, 96, 96, 3))).shape == (2, 3, 3, 64)
+    assert nnx.eval_shape(lambda: conv.vectors(jnp.zeros((5, 1, 2, 32, 32, 3)))).shape == (5, 1, 32)
+    res = ImageEncoder(ACTConfig(vision_backbone="resnet18", vision_width=8), (1, 96, 96), rngs=nnx.Rngs(0),
+                       vectors=False)
+    assert res.map_size == (3, 3)
+    assert nnx.eval_shape(lambda: res.feature_map(jnp.zeros((2, 96, 96, 3)))).shape == (2, 3, 3, 64)
     pos = sincos_2d(4, 5, 16)
     assert pos.shape == (4, 5, 16) and len({p.tobytes() for p in pos.reshape(20, 16)}) == 20
     cfg = ACTConfig(dim_model=16, n_heads=2, dim_feedforward=32, chunk_size=4, vision_width=4)
     act = build_policy(cfg, 3, 3, image_shape=(2, 32, 32))
-    tokens, tpos = act._image_tokens(jnp.zeros((5, 1, 2, 32, 32, 3)), None)
+    tokens, tpos = nnx.eval_shape(lambda: act._image_tokens(jnp.zeros((5, 1, 2, 32, 32, 3)), None))
     assert tokens.shape == (5, 2 * 4 * 4, 16) and tpos.shape == (1, 32, 16)
     for c in (cfg, BCConfig(hidden=(16,), vision_width=4), DiffusionConfig(hidden=(16,), vision_width=4,
                                                                            inference_steps=2)):
@@ -111,12 +112,13 @@ def test_encoder_output_shapes():
         n = c.n_obs_steps
         batch = Batch(jnp.zeros((2, n, 3)), jnp.ones((2, n), bool), jnp.zeros((2, c.chunk_size, 3)),
                       jnp.ones((2, c.chunk_size), bool), jnp.zeros((2, n, 2, 32, 32, 3)))
-        assert np.isfinite(float(pol.loss(batch, jax.random.PRNGKey(0))[0]))
+        loss, _ = nnx.jit(lambda m, b: m.loss(b, jax.random.PRNGKey(0)))(pol, batch)
+        assert np.isfinite(float(loss))
         pol.eval()
-        assert pol.sample(batch.obs, batch.obs_mask, jax.random.PRNGKey(0), batch.images).shape == \
-            (2, c.chunk_size, 3)
+        out = nnx.jit(lambda m, b: m.sample(b.obs, b.obs_mask, jax.random.PRNGKey(0), b.images))(pol, batch)
+        assert out.shape == (2, c.chunk_size, 3)
         with pytest.raises(CaliperError, match="no images"):
-            pol.sample(batch.obs, batch.obs_mask, jax.random.PRNGKey(0))
+            jax.eval_shape(lambda b, p=pol: p.sample(b.obs, b.obs_mask, jax.random.PRNGKey(0)), batch)
 
 
 # -- round trip ----------------------------------------------------------------------------------------
@@ -169,7 +171,8 @@ def test_train_eval_round_trip_with_images_on_the_cpu_engine(tmp_path):
     policy = build_policy(cfg, 3, 3, image_shape=frames.layout.image_shape)
     res = fit(policy, split.train, split.val, tcfg, checkpoint_dir=tmp_path / "run")
     ckpt = load_checkpoint(resolve_checkpoint(tmp_path / "run"))
-    assert ckpt.policy.features.obs_set == "proprio+images" and ckpt.policy.features.cameras == frames.layout.cameras
+    feats = ckpt.policy.features
+    assert feats.obs_set == "proprio+images" and feats.cameras == frames.layout.cameras
     obs, images = frames.obs[None, :1], frames.images[None, :1]
     np.testing.assert_allclose(ckpt.policy.predict_chunk(obs, images=images),
                                res.trained_policy().predict_chunk(obs, images=images), atol=1e-5)
@@ -177,3 +180,25 @@ def test_train_eval_round_trip_with_images_on_the_cpu_engine(tmp_path):
     assert out.n == 1 and 0 < out.episodes[0].steps <= out.horizon
     with pytest.raises(CaliperError, match="camera configuration differs.*front is 32x32 vs 48x48"):
         evaluate(ckpt.policy, "lift-cube", episodes=1, cameras=["front:48x48", "wrist:32x32"])
+
+
+@pytest.mark.slow
+def test_mjx_eval_renders_cameras_inside_the_scan():
+    """Planted bugs caught: the MJX scan not rendering the policy's cameras (stack_images raises),
+    a camera override not refused on MJX. An untrained policy: only the wiring is under test."""
+    from learn.bundle import TrainedPolicy
+    from learn.evaluate import evaluate
+    from learn.normalize import Normalizer
+    from learn.policies import build_policy
+
+    cams = tuple(CameraSpec(c.name, 32, 32) for c in CAMS)
+    features = FeatureLayout(("observation.state",), (3,), "action", 3, 50, "proprio+images", cams)
+    cfg = BCConfig(hidden=(16,), vision_width=4)
+    norm = Normalizer(*(np.zeros(3, np.float32), np.ones(3, np.float32)) * 2, np.full(3, 0.5, np.float32),
+                      np.full(3, 0.25, np.float32))
+    policy = TrainedPolicy(build_policy(cfg, 3, 3, image_shape=features.image_shape), cfg, features, norm)
+    res = evaluate(policy, "lift-cube", episodes=2, engine="mjx", seed=1)
+    cpu = evaluate(policy, "lift-cube", episodes=2, engine="mujoco", seed=1)
+    assert res.n == 2 and res.engine == "mjx" and cpu.n == 2
+    with pytest.raises(CaliperError, match="camera configuration differs"):
+        evaluate(policy, "lift-cube", episodes=2, engine="mjx", cameras=["front:32x32"])
