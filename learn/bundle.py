@@ -21,8 +21,10 @@ class TrainedPolicy:
 
     def chunk_fn(self):
         """A pure JAX function (graphdef, state, obs (B, n_obs, obs_dim) raw, obs_mask (B, n_obs),
-        key) -> (B, chunk_size, action_dim) raw actions, plus its (graphdef, state) arguments: the
-        module in eval mode, split so the function can be jitted or scanned."""
+        key, images=None) -> (B, chunk_size, action_dim) raw actions, plus its (graphdef, state)
+        arguments: the module in eval mode, split so the function can be jitted or scanned.
+        ``images`` (B, n_obs, cameras, H, W, 3) uint8: the frames of ``features.cameras`` (required
+        exactly when the policy has cameras)."""
         import jax.numpy as jnp
         from flax import nnx
 
@@ -30,23 +32,29 @@ class TrainedPolicy:
         graphdef, state = nnx.split(self.model)
         n = self.normalizer
 
-        def fn(graphdef, state, obs, obs_mask, key):
+        def fn(graphdef, state, obs, obs_mask, key, images=None):
             model = nnx.merge(graphdef, state)
-            a = model.sample(jnp.asarray(n.obs(obs), jnp.float32), obs_mask, key)
+            x = jnp.asarray(n.obs(obs), jnp.float32)
+            if images is None:            # a state policy may implement the 3-argument sample
+                a = model.sample(x, obs_mask, key)
+            else:
+                a = model.sample(x, obs_mask, key, n.images(jnp.asarray(images)))
             return n.unaction(a)
 
         return fn, graphdef, state
 
-    def predict_chunk(self, obs, obs_mask=None, key=None) -> np.ndarray:
+    def predict_chunk(self, obs, obs_mask=None, key=None, images=None) -> np.ndarray:
         """(B, chunk_size, action_dim) raw actions for raw windows ``obs`` (B, n_obs, obs_dim)
-        (NumPy in and out; ``obs_mask`` defaults to all True, ``key`` to PRNGKey(0))."""
+        and, with cameras, ``images`` (B, n_obs, cameras, H, W, 3) uint8 (NumPy in and out;
+        ``obs_mask`` defaults to all True, ``key`` to PRNGKey(0))."""
         import jax
 
         fn, g, s = self.chunk_fn()
         obs = np.asarray(obs, np.float32)
         mask = np.ones(obs.shape[:2], bool) if obs_mask is None else np.asarray(obs_mask, bool)
         key = jax.random.PRNGKey(0) if key is None else key
-        return np.asarray(jax.jit(fn, static_argnums=0)(g, s, obs, mask, key))
+        images = None if images is None else np.asarray(images, np.uint8)
+        return np.asarray(jax.jit(fn, static_argnums=0)(g, s, obs, mask, key, images))
 
 
 __all__ = ["TrainedPolicy"]

@@ -397,8 +397,11 @@ def load_checkpoint(path, *, expect_fingerprint: str | None = None,
     train_config = None if meta.get("train_config") is None else \
         train_config_from_dict(meta["train_config"], f"{path / META_NAME}: train_config")
     if builder is None:
-        from learn.policies import build_policy as builder
-    model = builder(config, features.obs_dim, features.action_dim)
+        from learn.policies import build_policy
+
+        model = build_policy(config, features.obs_dim, features.action_dim, image_shape=features.image_shape)
+    else:
+        model = builder(config, features.obs_dim, features.action_dim)
     template = model_params(model)
     try:
         arrays = {name: {k: [shape, dtype] for k, shape, dtype in rows}
@@ -499,8 +502,12 @@ def load_safetensors_policy(path, builder=None) -> TrainedPolicy:
     except (KeyError, TypeError, ValueError) as exc:
         raise CaliperError(f"{path}: corrupt policy metadata ({exc})") from None
     if builder is None:
-        from learn.policies import build_policy as builder
-    model = import_safetensors(path, builder(config, features.obs_dim, features.action_dim))
+        from learn.policies import build_policy
+
+        module = build_policy(config, features.obs_dim, features.action_dim, image_shape=features.image_shape)
+    else:
+        module = builder(config, features.obs_dim, features.action_dim)
+    model = import_safetensors(path, module)
     return TrainedPolicy(model, config, features, normalizer, fingerprint)
 
 

@@ -9,7 +9,8 @@ one per control tick and re-runs the network every ``n_action_steps`` ticks, or 
 ``temporal_ensemble`` set (ACT) -- runs it every tick and averages the overlapping predictions
 with weights ``exp(-temporal_ensemble * i)`` (i = 0 the oldest prediction), which needs
 ``n_action_steps == 1``. ``n_obs_steps`` is the observation window the policy sees: the current
-frame and the ``n_obs_steps - 1`` before it, exactly as recorded.
+frame and the ``n_obs_steps - 1`` before it, exactly as recorded. The ``vision_*`` / ``image_*``
+fields shape the image encoder of a policy trained on cameras (:mod:`learn.policies.vision`).
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from caliper_jax.errors import CaliperError
+
+VISION_BACKBONES = ("conv", "resnet18")
 
 
 @dataclass(frozen=True)
@@ -29,9 +32,22 @@ class PolicyConfig:
     chunk_size: int = 1
     n_action_steps: int = 1
     temporal_ensemble: float | None = None
+    # cameras (used when the feature layout has any; learn.policies.vision)
+    vision_backbone: str = "conv"      # "conv" (small conv net, the CPU default) or "resnet18" (GroupNorm)
+    vision_width: int = 32             # channels of the first stage (64: ResNet-18's own width)
+    spatial_keypoints: int = 32        # spatial-softmax keypoints per camera (BC, diffusion)
+    image_feature_dim: int = 64        # per-camera feature vector (BC, diffusion)
+    image_shift: int = 4               # random-shift augmentation, +- pixels (0: off); training only
 
     def __post_init__(self):
-        for name in ("n_obs_steps", "chunk_size", "n_action_steps"):
+        if self.vision_backbone not in VISION_BACKBONES:
+            raise CaliperError(f"{self.kind} config: vision_backbone must be one of "
+                               f"{', '.join(VISION_BACKBONES)}, got {self.vision_backbone!r}")
+        shift = self.image_shift
+        if not isinstance(shift, int) or isinstance(shift, bool) or shift < 0:
+            raise CaliperError(f"{self.kind} config: image_shift must be an integer >= 0, got {shift!r}")
+        for name in ("n_obs_steps", "chunk_size", "n_action_steps", "vision_width", "spatial_keypoints",
+                     "image_feature_dim"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise CaliperError(f"{self.kind} config: {name} must be an integer >= 1, got {value!r}")
@@ -194,5 +210,6 @@ def train_config_from_dict(data: dict, where: str = "train config") -> TrainConf
     return _coerce(TrainConfig, data, where)
 
 
-__all__ = ["ACTConfig", "BCConfig", "DiffusionConfig", "POLICY_CONFIGS", "PolicyConfig", "TrainConfig",
+__all__ = ["VISION_BACKBONES", "ACTConfig", "BCConfig",
+           "DiffusionConfig", "POLICY_CONFIGS", "PolicyConfig", "TrainConfig",
            "config_from_dict", "config_to_dict", "train_config_from_dict"]

@@ -3,7 +3,10 @@ batches (:class:`learn.policies.base.Batch`) in the normalised space.
 
 Datasets here are small (tens of episodes of low-dimensional vectors), so every frame is held as
 NumPy (:class:`Frames`) and, for sampling, once on the device (:class:`WindowData`); a batch is
-one jitted gather with no per-sample Python. A window never crosses an episode boundary: frames
+one jitted gather with no per-sample Python. Camera features (``observation.images.*``, MP4 video)
+are decoded once at load (PyAV, seeking to each episode's keyframe) and held as uint8 in memory,
+within ``image_budget_mb`` (:data:`IMAGE_BUDGET_MB`, refused beyond it before any decoding); the
+gather normalises the window's frames per channel. A window never crosses an episode boundary: frames
 before the episode start repeat the first frame (``obs_mask`` False), actions past its end repeat
 the last action (``action_mask`` False).
 """
@@ -18,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from caliper_jax.errors import CaliperError
-from learn.features import FeatureLayout, layout_from_info
+from learn.features import IMAGE_BUDGET_MB, FeatureLayout, layout_from_info
 from learn.normalize import Normalizer
 from learn.policies.base import Batch
 
@@ -30,7 +33,8 @@ class Frames:
 
     ``obs`` (N, obs_dim) float32 is the concatenation of ``layout.state_keys``; ``action``
     (N, action_dim) float32; episode ``i`` is rows ``starts[i] : starts[i] + lengths[i]`` and was
-    episode ``episode_index[i]`` of its dataset."""
+    episode ``episode_index[i]`` of its dataset. ``images`` (N, cameras, H, W, 3) uint8: the
+    frames of ``layout.cameras`` (None without cameras)."""
 
     obs: np.ndarray
     action: np.ndarray
@@ -38,6 +42,7 @@ class Frames:
     lengths: np.ndarray         # (E,) int64
     episode_index: np.ndarray   # (E,) int64
     layout: FeatureLayout | None = None
+    images: np.ndarray | None = None
 
     @property
     def num_episodes(self) -> int:
@@ -62,12 +67,18 @@ class Frames:
         action = np.concatenate([p[1] for p in parts]) if parts else self.action[:0]
         lengths = self.lengths[ids]
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if ids.size else lengths
-        return Frames(obs, action, starts, lengths, self.episode_index[ids], self.layout)
+        images = None
+        if self.images is not None:
+            rows = [np.arange(int(self.starts[i]), int(self.starts[i] + self.lengths[i])) for i in ids]
+            images = self.images[np.concatenate(rows) if rows else np.zeros(0, np.int64)]
+        return Frames(obs, action, starts, lengths, self.episode_index[ids], self.layout, images)
 
     @staticmethod
-    def from_episodes(obs, action, layout: FeatureLayout | None = None, episode_index=None) -> Frames:
+    def from_episodes(obs, action, layout: FeatureLayout | None = None, episode_index=None,
+                      images=None) -> Frames:
         """Frames of per-episode arrays ``obs[i]`` (T_i, obs_dim) and ``action[i]`` (T_i, action_dim),
-        validated (non-empty, T_i >= 1, consistent widths, finite)."""
+        validated (non-empty, T_i >= 1, consistent widths, finite); ``images[i]`` (T_i, cameras, H,
+        W, 3) uint8 when the layout has cameras."""
         obs, action = list(obs), list(action)
         if not obs:
             raise CaliperError("empty dataset: no episodes")
@@ -98,7 +109,21 @@ class Frames:
                                f"{layout.obs_dim}, {layout.action_dim}")
         lengths = np.array([len(o) for o in obs], np.int64)
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-        return Frames(np.concatenate(obs), np.concatenate(action), starts, lengths, index, layout)
+        shape = None if layout is None else layout.image_shape
+        if (images is None) != (shape is None):
+            raise CaliperError("images are given but the layout has no cameras" if shape is None else
+                               f"the layout has cameras {[c.name for c in layout.cameras]} but no images "
+                               f"were given")
+        if images is not None:
+            images = list(images)
+            for i, (im, o) in enumerate(zip(images, obs, strict=True)):
+                want = (len(o), shape[0], shape[1], shape[2], 3)
+                if tuple(np.shape(im)) != want or np.asarray(im).dtype != np.uint8:
+                    raise CaliperError(f"episode {int(index[i])}: images must be uint8 {want} (frames, "
+                                       f"cameras, height, width, rgb), got {np.asarray(im).dtype} "
+                                       f"{tuple(np.shape(im))}")
+            images = np.concatenate(images)
+        return Frames(np.concatenate(obs), np.concatenate(action), starts, lengths, index, layout, images)
 
 
 def _names(layout: FeatureLayout | None) -> dict:
@@ -125,18 +150,39 @@ def _check_finite(arr: np.ndarray, ep: int, columns) -> None:
                        f"fix or drop the episode before training")
 
 
-def load_frames(root, layout: FeatureLayout | None = None, *, episodes=None) -> Frames:
+def _camera_records(root) -> list:
+    """The demo sidecar's camera records (intrinsics) of dataset ``root``, or [] without one."""
+    import json
+    from pathlib import Path
+
+    from tasks.demo import DEMOS_PATH
+
+    path = Path(root) / DEMOS_PATH
+    if not path.is_file():
+        return []
+    try:
+        return list(json.loads(path.read_text()).get("cameras", []))
+    except (ValueError, AttributeError) as exc:
+        raise CaliperError(f"{path}: unreadable ({exc})") from None
+
+
+def load_frames(root, layout: FeatureLayout | None = None, *, episodes=None, obs_set: str = "state",
+                image_budget_mb: float = IMAGE_BUDGET_MB) -> Frames:
     """Every episode (or the dataset indices ``episodes``) of the LeRobot dataset at ``root``:
-    observation = ``layout.state_keys`` concatenated (float32), action = ``layout.action_key``.
-    ``layout`` defaults to :func:`learn.features.layout_from_info`; a given layout must match the
-    dataset exactly (keys, widths, fps)."""
+    observation = ``layout.state_keys`` concatenated (float32), action = ``layout.action_key``,
+    and for a layout with cameras their decoded frames (``Frames.images``; refused when they would
+    take more than ``image_budget_mb`` MiB). ``layout`` defaults to
+    :func:`learn.features.layout_from_info` of observation set ``obs_set``; a given layout must
+    match the dataset exactly (set, keys, widths, fps, cameras)."""
     from caliper_jax.dataset.reader import LeRobotReader
 
     reader = LeRobotReader(root)
+    records = _camera_records(root)
     if layout is None:
-        layout = layout_from_info(reader.info)
+        layout = layout_from_info(reader.info, obs_set=obs_set, camera_records=records)
     else:
-        actual = layout_from_info(reader.info, layout.state_keys, layout.action_key)
+        actual = layout_from_info(reader.info, layout.state_keys, layout.action_key, obs_set=layout.obs_set,
+                                  camera_records=records)
         diff = layout.mismatch(actual)
         if diff is not None:
             raise CaliperError(f"{root}: the dataset does not match the feature layout ({diff}, layout vs "
@@ -145,7 +191,10 @@ def load_frames(root, layout: FeatureLayout | None = None, *, episodes=None) -> 
         raise CaliperError(f"{root}: empty dataset (no episodes)")
     ids = range(reader.num_episodes) if episodes is None else [int(e) for e in episodes]
     keys = list(layout.state_keys) + [layout.action_key]
-    obs, action = [], []
+    if layout.cameras:
+        total = sum(int(reader.episode_meta(e)["length"]) for e in ids)
+        _check_image_budget(root, layout, total, image_budget_mb)
+    obs, action, images = [], [], []
     for ep in ids:
         cols = reader.episode(ep, keys)
         n = len(cols[layout.action_key])
@@ -157,7 +206,33 @@ def load_frames(root, layout: FeatureLayout | None = None, *, episodes=None) -> 
             _check_finite(cols[k], ep, k)
         obs.append(np.concatenate([cols[k] for k in layout.state_keys], axis=1))
         action.append(cols[layout.action_key])
-    return Frames.from_episodes(obs, action, layout, list(ids))
+        if layout.cameras:
+            images.append(np.stack([_decode(reader, ep, c.key, n) for c in layout.cameras], axis=1))
+    return Frames.from_episodes(obs, action, layout, list(ids), images if layout.cameras else None)
+
+
+def _check_image_budget(root, layout: FeatureLayout, frames: int, budget_mb: float) -> None:
+    c, h, w = layout.image_shape
+    need = frames * c * h * w * 3 / 2**20
+    if need > budget_mb:
+        raise CaliperError(f"{root}: the decoded camera frames would take {need:.0f} MiB ({frames} frames x "
+                           f"{c} cameras x {w}x{h}), over the {budget_mb:g} MiB image budget; train on fewer "
+                           f"episodes or raise the budget (--image-budget-mb)")
+
+
+def _decode(reader, ep: int, key: str, n: int) -> np.ndarray:
+    """(n, H, W, 3) uint8 frames of camera feature ``key`` in episode ``ep`` (PyAV, seekable)."""
+    from caliper_jax.dataset.video import have_pyav
+
+    if reader.info["features"][key].get("dtype") == "video":
+        if not have_pyav():
+            raise CaliperError(f'{key}: decoding video features needs PyAV: pip install "caliper-jax[video]"')
+        frames = reader.video_frames(ep, key)
+    else:
+        frames = np.asarray(reader.episode(ep, [key])[key])
+    if len(frames) != n:
+        raise CaliperError(f"episode {ep}: {key} has {len(frames)} frames, the episode {n}")
+    return np.asarray(frames, np.uint8)
 
 
 # -- split and normalisation -----------------------------------------------------------------------
@@ -202,17 +277,22 @@ def fit_normalizer(frames: Frames, train_ids=None) -> Normalizer:
     sub = frames if train_ids is None else frames.select(train_ids)
     if sub.num_frames == 0:
         raise CaliperError("cannot fit normalisation statistics on no frames (empty train split)")
-    return Normalizer.fit(sub.obs, sub.action)
+    norm = Normalizer.fit(sub.obs, sub.action)
+    return norm if sub.images is None else norm.with_images(sub.images)
 
 
 # -- windows ----------------------------------------------------------------------------------------
 class WindowData(NamedTuple):
-    """The arrays a batch is gathered from (a pytree; NumPy or JAX), normalised."""
+    """The arrays a batch is gathered from (a pytree; NumPy or JAX), normalised (images: raw
+    uint8, normalised by the gather with ``img_mean``/``img_std``)."""
 
     obs: object      # (N, obs_dim) float32
     action: object   # (N, action_dim) float32
     first: object    # (N,) int32: the index of each frame's episode's first frame
     last: object     # (N,) int32: ... and of its last frame
+    images: object = None   # (N, cameras, H, W, 3) uint8, or None
+    img_mean: object = None  # (3,) float32
+    img_std: object = None   # (3,) float32
 
 
 def gather_windows(data: WindowData, idx, n_obs_steps: int, chunk_size: int, xp=np) -> Batch:
@@ -222,7 +302,12 @@ def gather_windows(data: WindowData, idx, n_obs_steps: int, chunk_size: int, xp=
     first, last = data.first[idx][:, None], data.last[idx][:, None]
     oi = idx[:, None] + xp.arange(1 - n_obs_steps, 1)[None, :]
     ai = idx[:, None] + xp.arange(chunk_size)[None, :]
-    return Batch(data.obs[xp.maximum(oi, first)], oi >= first, data.action[xp.minimum(ai, last)], ai <= last)
+    images = None
+    if data.images is not None:
+        pixels = data.images[xp.maximum(oi, first)].astype(xp.float32)
+        images = (pixels / 255.0 - data.img_mean) / data.img_std
+    return Batch(data.obs[xp.maximum(oi, first)], oi >= first, data.action[xp.minimum(ai, last)], ai <= last,
+                 images)
 
 
 @functools.lru_cache(maxsize=None)
@@ -277,9 +362,14 @@ class WindowDataset:
         self.normalizer = normalizer
         ep = np.repeat(np.arange(sub.num_episodes), sub.lengths)
         first, last = sub.starts[ep], (sub.starts + sub.lengths - 1)[ep]
+        if (sub.images is None) != (normalizer.img_mean is None):
+            raise CaliperError("the frames have camera images but the normaliser has no image statistics"
+                               if sub.images is not None else "the normaliser has image statistics but the "
+                               "frames have no camera images")
         self.host = WindowData(np.asarray(normalizer.obs(sub.obs), np.float32),
                                np.asarray(normalizer.action(sub.action), np.float32),
-                               first.astype(np.int32), last.astype(np.int32))
+                               first.astype(np.int32), last.astype(np.int32), sub.images,
+                               normalizer.img_mean, normalizer.img_std)
         self._device = None
 
     def __len__(self) -> int:
@@ -429,5 +519,6 @@ def prepare(frames: Frames, config, val_fraction: float, key_or_seed=0) -> Split
     return Split(WindowDataset(frames, config, norm, train_ids), val, norm, train_ids, val_ids)
 
 
-__all__ = ["Frames", "Prefetcher", "Split", "WindowData", "WindowDataset", "fit_normalizer", "gather_windows",
+__all__ = ["IMAGE_BUDGET_MB", "Frames",
+           "Prefetcher", "Split", "WindowData", "WindowDataset", "fit_normalizer", "gather_windows",
            "load_frames", "prepare", "sample_windows", "split_episodes"]

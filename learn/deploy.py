@@ -18,6 +18,10 @@ Semantics (those of :mod:`learn.config` and the training batches of :mod:`learn.
   every tick; the action of tick t is the average of every prediction made for tick t, weighted
   ``exp(-k * i)`` with i = 0 the *oldest* prediction (lerobot's ``ACTTemporalEnsembler``). It is
   kept online: per future offset a weighted sum, a weight sum and a count, O(chunk) per tick.
+* **Cameras.** A policy trained on cameras (``features.cameras``) keeps a window of their frames
+  beside the state window (the same padding), fed each tick from the environment's rendered
+  ``info["images"]`` (both engines render every world's cameras in one call); the environment's
+  cameras must match the trained ones in names, resolution and intrinsics.
 * **Keys.** World w's key at a tick is ``fold_in(fold_in(fold_in(key, world_id), episode), tick)``
   (``tick`` the frame index in its episode): a stochastic policy is deterministic given ``key``,
   and a world's draws do not depend on the other worlds.
@@ -50,6 +54,7 @@ class DeploySpec:
     temporal_ensemble: float | None
     obs_dim: int
     action_dim: int
+    image_shape: tuple | None = None   # (cameras, height, width) of a policy that sees, else None
 
     def __post_init__(self):
         for name in ("n_obs_steps", "chunk_size", "n_action_steps", "obs_dim", "action_dim"):
@@ -76,7 +81,7 @@ class DeploySpec:
         c, f = policy.config, policy.features
         te = None if c.temporal_ensemble is None else float(c.temporal_ensemble)
         return DeploySpec(int(c.n_obs_steps), int(c.chunk_size), int(c.n_action_steps), te, int(f.obs_dim),
-                          int(f.action_dim))
+                          int(f.action_dim), f.image_shape)
 
 
 class DeployState(NamedTuple):
@@ -91,6 +96,7 @@ class DeployState(NamedTuple):
     ens_count: jax.Array    # (W, chunk_size) int32 number of predictions for tick + j
     world: jax.Array        # (W,) int32 world id (key stream)
     episode: jax.Array      # (W,) int32 episodes started before the current one (key stream)
+    images: jax.Array | None = None  # (W, n_obs_steps, cameras, H, W, 3) uint8 camera window, or None
 
 
 def init_state(spec: DeploySpec, num_worlds: int, world_ids=None) -> DeployState:
@@ -101,10 +107,11 @@ def init_state(spec: DeploySpec, num_worlds: int, world_ids=None) -> DeployState
     if world.shape != (W,):
         raise CaliperError(f"deploy: world_ids must have shape ({W},), got {world.shape}")
     f32, i32 = jnp.float32, jnp.int32
+    images = None if spec.image_shape is None else jnp.zeros((W, n, *spec.image_shape, 3), jnp.uint8)
     return DeployState(obs=jnp.zeros((W, n, D), f32), seen=jnp.zeros(W, i32), queue=jnp.zeros((W, C, A), f32),
                        queue_pos=jnp.full(W, spec.n_action_steps, i32), ens_sum=jnp.zeros((W, C, A), f32),
                        ens_weight=jnp.zeros((W, C), f32), ens_count=jnp.zeros((W, C), i32), world=world,
-                       episode=jnp.zeros(W, i32))
+                       episode=jnp.zeros(W, i32), images=images)
 
 
 def reset_worlds(state: DeployState, mask) -> DeployState:
@@ -119,18 +126,25 @@ def reset_worlds(state: DeployState, mask) -> DeployState:
 
     started = mask & (state.seen > 0)
     return state._replace(obs=clear(state.obs), seen=clear(state.seen), queue=clear(state.queue),
+                          images=None if state.images is None else clear(state.images),
                           queue_pos=clear(state.queue_pos, C + 1), ens_sum=clear(state.ens_sum),
                           ens_weight=clear(state.ens_weight), ens_count=clear(state.ens_count),
                           episode=state.episode + started.astype(jnp.int32))
+
+
+def _push(history, frame, first):
+    """``history`` (W, n, ...) with ``frame`` (W, ...) appended (oldest dropped), or ``frame``
+    repeated n times in the worlds where ``first`` (W,) is True."""
+    first = first.reshape(first.shape + (1,) * (history.ndim - 1))
+    rolled = jnp.concatenate([history[:, 1:], frame[:, None]], axis=1)
+    return jnp.where(first, jnp.broadcast_to(frame[:, None], history.shape), rolled)
 
 
 def window(state: DeployState, obs):
     """(window (W, n_obs, obs_dim), obs_mask (W, n_obs)) after pushing frame ``obs`` (W, obs_dim)."""
     obs = jnp.asarray(obs, jnp.float32)
     n = state.obs.shape[1]
-    first = state.seen == 0
-    rolled = jnp.concatenate([state.obs[:, 1:], obs[:, None]], axis=1)
-    hist = jnp.where(first[:, None, None], jnp.broadcast_to(obs[:, None], state.obs.shape), rolled)
+    hist = _push(state.obs, obs, state.seen == 0)
     mask = jnp.arange(n)[None, :] >= (n - 1 - state.seen)[:, None]
     return hist, mask
 
@@ -141,19 +155,31 @@ def world_keys(state: DeployState, key):
     return jax.vmap(lambda w, e, t: fold(fold(fold(key, w), e), t))(state.world, state.episode, state.seen)
 
 
-def step(spec: DeploySpec, chunk_fn, graphdef, params, state: DeployState, obs, key):
+def step(spec: DeploySpec, chunk_fn, graphdef, params, state: DeployState, obs, key, images=None):
     """One control tick of every world -> (state, action (W, action_dim) raw float32, refilled (W,)
     bool: the network ran for that world). ``obs`` (W, obs_dim): the raw policy observation
-    (:func:`learn.features.env_observation`); ``chunk_fn`` / ``graphdef`` / ``params``: from
-    :meth:`learn.bundle.TrainedPolicy.chunk_fn`; ``key``: the base key (the same every tick)."""
+    (:func:`learn.features.env_observation`); ``images`` (W, cameras, H, W, 3) uint8: the current
+    frames of the policy's cameras (exactly when it has some); ``chunk_fn`` / ``graphdef`` /
+    ``params``: from :meth:`learn.bundle.TrainedPolicy.chunk_fn`; ``key``: the base key (the same
+    every tick)."""
+    if (state.images is None) != (images is None):
+        raise CaliperError("deploy: this policy sees cameras; pass their frames (images=)" if images is None
+                           else "deploy: this policy has no cameras but images were given")
     hist, mask = window(state, obs)
+    img_hist = None if images is None else _push(state.images, jnp.asarray(images, jnp.uint8),
+                                                 state.seen == 0)
     W, C, A = state.queue.shape
     keys = world_keys(state, key)
 
     def run():
-        def one(o, m, k):
-            return chunk_fn(graphdef, params, o[None], m[None], k)[0]
-        return jax.vmap(one)(hist, mask, keys).astype(jnp.float32).reshape(W, C, A)
+        if img_hist is None:
+            def one(o, m, k):
+                return chunk_fn(graphdef, params, o[None], m[None], k)[0]
+            return jax.vmap(one)(hist, mask, keys).astype(jnp.float32).reshape(W, C, A)
+
+        def one_img(o, m, k, im):
+            return chunk_fn(graphdef, params, o[None], m[None], k, im[None])[0]
+        return jax.vmap(one_img)(hist, mask, keys, img_hist).astype(jnp.float32).reshape(W, C, A)
 
     if spec.ensembling:
         chunk = run()
@@ -176,7 +202,7 @@ def step(spec: DeploySpec, chunk_fn, graphdef, params, state: DeployState, obs, 
         pos = jnp.where(refilled, 0, state.queue_pos)
         action = jnp.take_along_axis(queue, pos[:, None, None], axis=1)[:, 0]
         state = state._replace(queue=queue, queue_pos=pos + 1)
-    return state._replace(obs=hist, seen=state.seen + 1), action, refilled
+    return state._replace(obs=hist, seen=state.seen + 1, images=img_hist), action, refilled
 
 
 # ---- host face -------------------------------------------------------------------------------------
@@ -188,6 +214,21 @@ _JITS: dict = {}
 
 def _layout_key(env_layout) -> tuple:
     return (int(env_layout.nq), int(env_layout.nv), int(env_layout.nprop), len(env_layout.pair_props))
+
+
+def check_cameras(policy, cameras) -> None:
+    """Raise a one-line :class:`CaliperError` when the environment's ``cameras`` (PinholeCameras)
+    are not the ones ``policy`` was trained on (names and order, resolution, intrinsics)."""
+    from learn.features import CameraSpec, camera_mismatch
+
+    trained = tuple(policy.features.cameras)
+    given = tuple(CameraSpec.of(c) for c in cameras or ())
+    if not trained and not given:
+        return
+    diff = camera_mismatch(trained, given)
+    if diff is not None:
+        raise CaliperError(f"camera configuration differs from training ({diff}; trained vs deploy): the "
+                           f"policy would see images it was not trained on; render the trained cameras")
 
 
 def check_compatible(policy, env_layout, *, allow_fps_mismatch: bool = False) -> None:
@@ -222,9 +263,9 @@ def deploy_tick(policy, env_layout):
     if entry is None or entry[0]() is not policy:
         spec, fl = DeploySpec.of(policy), policy.features
 
-        def tick(params, state, env_obs, key):
+        def tick(params, state, env_obs, key, images=None):
             obs = env_observation(fl, env_layout, jnp.asarray(env_obs, jnp.float32), jnp)
-            return step(spec, fn, graphdef, params, state, obs, key)
+            return step(spec, fn, graphdef, params, state, obs, key, images)
 
         pid = id(policy)
         ref = weakref.ref(policy, lambda _: [_JITS.pop(k, None) for k in list(_JITS) if k[0] == pid])
@@ -239,10 +280,15 @@ class Deployer:
     ``act(env_obs)`` once per control tick for all worlds -> (W, action_dim) NumPy joint targets;
     ``reset(mask)`` when episodes end (``terminated | truncated`` of the env step: the next ``act``
     sees the new episode's first observation). ``last_refilled`` (W,) bool: the worlds whose
-    network ran on the last tick. ``seed``: the base key of stochastic policies."""
+    network ran on the last tick. ``seed``: the base key of stochastic policies.
+    A policy that sees needs ``cameras`` (the environment's, ``env.cameras``; checked against the
+    trained ones) and ``act(env_obs, images)`` with the rendered ``info["images"]``."""
 
-    def __init__(self, policy, env_layout, num_envs: int, seed: int = 0, *, allow_fps_mismatch: bool = False):
+    def __init__(self, policy, env_layout, num_envs: int, seed: int = 0, *, allow_fps_mismatch: bool = False,
+                 cameras=()):
         check_compatible(policy, env_layout, allow_fps_mismatch=allow_fps_mismatch)
+        check_cameras(policy, cameras)
+        self.camera_names = tuple(c.name for c in policy.features.cameras)
         if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
             raise CaliperError(f"num_envs must be an integer >= 1, got {num_envs!r}")
         self.policy, self.env_layout, self.num_envs = policy, env_layout, int(num_envs)
@@ -259,15 +305,31 @@ class Deployer:
         if mask.any():
             self.state = _reset_jit(self.state, mask)
 
-    def act(self, env_obs) -> np.ndarray:
+    def act(self, env_obs, images=None) -> np.ndarray:
+        """(W, action_dim) joint targets for observations ``env_obs`` (W, env obs_dim) and, for a
+        policy that sees, ``images`` {camera: (W, H, W, 3) uint8} (``info["images"]``)."""
         env_obs = np.asarray(env_obs, np.float32)
         if env_obs.shape != (self.num_envs, self.env_layout.obs_dim):
             raise CaliperError(f"act: expected observations ({self.num_envs}, {self.env_layout.obs_dim}), "
                                f"got {env_obs.shape}")
-        self.state, action, refilled = self._tick(self._params, self.state, env_obs, self._key)
+        frames = stack_images(images, self.camera_names)
+        self.state, action, refilled = self._tick(self._params, self.state, env_obs, self._key, frames)
         self.last_refilled = np.asarray(refilled)
         return np.asarray(action)
 
 
-__all__ = ["DeploySpec", "DeployState", "Deployer", "check_compatible", "deploy_tick", "init_state",
-           "reset_worlds", "step", "window", "world_keys"]
+def stack_images(images, names, xp=np):
+    """(W, cameras, H, W, 3) uint8 of rendered ``images`` {camera: (W, H, W, 3)} in the order of
+    ``names``, or None when ``names`` is empty."""
+    if not names:
+        return None
+    missing = [n for n in names if images is None or n not in images]
+    if missing:
+        raise CaliperError(f"deploy: no rendered frames of camera(s) {', '.join(missing)} (create the "
+                           f"environment with cameras={list(names)})")
+    return xp.stack([xp.asarray(images[n]) for n in names], axis=1)
+
+
+__all__ = ["DeploySpec", "DeployState", "Deployer",
+           "check_cameras", "check_compatible", "deploy_tick", "init_state",
+           "reset_worlds", "stack_images", "step", "window", "world_keys"]

@@ -16,6 +16,10 @@
   action`` on raw VecEnv observations (W, obs_dim) -> (W, nq) joint targets, for baselines (on
   the MJX engine it must be a pure JAX function; on the CPU engine an optional ``f.reset(mask)`` is
   called when episodes end).
+* **Cameras.** A policy trained on cameras (``features.cameras``) is evaluated in an environment
+  that renders those cameras every tick with the JAX ray engine, all worlds in one call (the CPU
+  engine after each step, the MJX engine inside the scan); ``cameras=`` renders others instead,
+  which deploy refuses unless they match the trained ones (names, resolution, intrinsics).
 * **Aggregate.** Successes, rate, Wilson 95% interval, mean / median return, steps to success,
   and the E001-E003 findings (:mod:`learn.verdicts`).
 
@@ -194,12 +198,22 @@ def _positive_int(value, name: str) -> int:
     return int(value)
 
 
+def policy_cameras(policy, cameras=None):
+    """The camera names an evaluation renders: ``cameras`` when given, else a trained policy's own
+    (``name:WxH``), else None (no rendering)."""
+    if cameras is not None:
+        return cameras
+    feats = getattr(policy, "features", None) if _is_trained(policy) else None
+    cams = () if feats is None else feats.cameras
+    return [f"{c.name}:{c.width}x{c.height}" for c in cams] or None
+
+
 class _Trained:
     def __init__(self, policy, env, seed, allow_fps_mismatch):
         from learn.deploy import Deployer
 
         self.deployer = Deployer(policy, env.layout, env.num_envs, seed,
-                                 allow_fps_mismatch=allow_fps_mismatch)
+                                 allow_fps_mismatch=allow_fps_mismatch, cameras=getattr(env, "cameras", ()))
 
     def begin(self, identity=None):
         import jax.numpy as jnp
@@ -215,7 +229,7 @@ class _Trained:
             d.state = init_state(d.spec, len(w), world_ids=w)._replace(episode=jnp.full(len(w), e, jnp.int32))
 
     def act(self, obs, info, active):
-        return self.deployer.act(obs)
+        return self.deployer.act(obs, info.get("images"))
 
     def end(self, done):
         self.deployer.reset(done)
@@ -296,37 +310,41 @@ def _run_cpu(env, runner, need: int, seed: int, on_episode, draws=None, identity
 _MJX: dict = {}
 
 
-def _mjx_scan(ts, policy, W: int, randomization, seed: int, allow_fps_mismatch: bool):
+def _mjx_scan(ts, policy, W: int, randomization, seed: int, allow_fps_mismatch: bool, cameras=None):
     """(env, jitted chunk(params, env_state, deploy_state, key) -> (carry, outputs (T, W)), params,
     deploy init state or None) of ``policy`` on ``W`` MJX worlds of ``ts``: ``horizon`` ticks of
     one ``lax.scan`` whose carry holds the environment and the deploy state."""
     import jax
     import jax.numpy as jnp
 
-    from learn.deploy import check_compatible, init_state, reset_worlds, step
+    from learn.deploy import check_cameras, check_compatible, init_state, reset_worlds, stack_images, step
     from tasks.env_mjx import MjxEnv
 
     trained = _is_trained(policy)
+    cameras = tuple(policy_cameras(policy, cameras) or ())
     key = (id(ts), W, randomization if not isinstance(randomization, str) else "default", id(policy),
-           id(getattr(policy, "model", None)), id(getattr(policy, "normalizer", None)))
+           id(getattr(policy, "model", None)), id(getattr(policy, "normalizer", None)), cameras)
     entry = _MJX.get(key)
     if entry is not None and entry[0]() is ts and entry[1]() is policy:
         env, chunk, params, spec = entry[2:]
         if trained:
             params = policy.chunk_fn()[2]          # the current weights (same structure)
     else:
-        env = MjxEnv(ts, W, seed=seed, **_env_kwargs(randomization))
+        env = MjxEnv(ts, W, seed=seed, cameras=cameras or None, **_env_kwargs(randomization))
         if trained:
+            check_cameras(policy, env.cameras)
             from learn.deploy import DeploySpec
             from learn.features import env_observation
 
             fn, graphdef, params = policy.chunk_fn()
             spec, fl, L = DeploySpec.of(policy), policy.features, env.layout
+            names = tuple(c.name for c in fl.cameras)
 
             def act(params, ds, es, dkey):
                 ds = reset_worlds(ds, es.terminated | es.truncated)
                 obs = env_observation(fl, L, es.obs, jnp)
-                ds, action, _ = step(spec, fn, graphdef, params, ds, obs, dkey)
+                images = stack_images(es.info.get("images"), names, jnp)   # rendered inside the scan
+                ds, action, _ = step(spec, fn, graphdef, params, ds, obs, dkey, images)
                 return ds, action
         else:
             params, spec = None, None
@@ -349,6 +367,7 @@ def _mjx_scan(ts, policy, W: int, randomization, seed: int, allow_fps_mismatch: 
         _MJX[key] = (weakref.ref(ts), policy_ref, env, chunk, params, spec)
     if trained:
         check_compatible(policy, env.layout, allow_fps_mismatch=allow_fps_mismatch)
+        check_cameras(policy, env.cameras)
     ds = None if spec is None else init_state(spec, W)
     return env, chunk, params, ds
 
@@ -361,10 +380,11 @@ def _weakrefable(obj) -> bool:
         return False
 
 
-def _run_mjx(ts, policy, W, randomization, seed, need, allow_fps_mismatch, on_episode) -> tuple[list, int]:
+def _run_mjx(ts, policy, W, randomization, seed, need, allow_fps_mismatch, on_episode,
+             cameras=None) -> tuple[list, int]:
     import jax
 
-    env, chunk, params, ds = _mjx_scan(ts, policy, W, randomization, seed, allow_fps_mismatch)
+    env, chunk, params, ds = _mjx_scan(ts, policy, W, randomization, seed, allow_fps_mismatch, cameras)
     key = jax.random.PRNGKey(seed)
     es = env.jit_reset(key)
     count = np.zeros(W, np.int64)
@@ -387,11 +407,12 @@ def _run_mjx(ts, policy, W, randomization, seed, need, allow_fps_mismatch, on_ep
 # ---- evaluate -------------------------------------------------------------------------------------------
 def evaluate(policy, task, *, episodes: int = 20, num_envs: int | None = None, seed: int = 0,
              engine: str = "mujoco", randomization="default", progress=None, name: str | None = None,
-             allow_fps_mismatch: bool = False, nthread: int | None = None) -> EvalResult:
+             allow_fps_mismatch: bool = False, nthread: int | None = None, cameras=None) -> EvalResult:
     """``episodes`` seeded episodes of ``policy`` on ``task`` (a Task, task file, zoo name or built
     TaskScene) -> :class:`EvalResult`. ``randomization``: "default", None (none) or an
     :class:`tasks.env_spec.EnvRandomization`. ``progress(done, total)`` after each finished
-    episode. ``name``: the policy's label in the result. ``nthread``: the CPU engine's threads."""
+    episode. ``name``: the policy's label in the result. ``nthread``: the CPU engine's threads.
+    ``cameras``: the cameras to render (default: those the policy was trained on; module doc)."""
     from tasks.env import VecEnv, resolve_task
 
     episodes = _positive_int(episodes, "episodes")
@@ -413,12 +434,14 @@ def evaluate(policy, task, *, episodes: int = 20, num_envs: int | None = None, s
 
     t0 = time.perf_counter()
     if engine == "mujoco":
-        with VecEnv(ts, W, seed=int(seed), nthread=nthread, **kwargs) as env:
+        with VecEnv(ts, W, seed=int(seed), nthread=nthread, cameras=policy_cameras(policy, cameras),
+                    **kwargs) as env:
             runner = _runner(policy, env, int(seed), allow_fps_mismatch)
             rows, ticks = _run_cpu(env, runner, need, int(seed), on_episode)
             layout = env.layout
     else:
-        rows, ticks = _run_mjx(ts, policy, W, randomization, int(seed), need, allow_fps_mismatch, on_episode)
+        rows, ticks = _run_mjx(ts, policy, W, randomization, int(seed), need, allow_fps_mismatch, on_episode,
+                               cameras)
         from tasks.env_spec import make_layout
 
         layout = make_layout(ts)
@@ -454,7 +477,7 @@ def serial_eval(policy, task, *, episodes: int = 20, seed: int = 0, num_envs: in
     ts = resolve_task(task)
     eps, ticks = [], 0
     t0 = time.perf_counter()
-    with VecEnv(ts, 1, seed=int(seed), nthread=nthread, **kwargs) as env:
+    with VecEnv(ts, 1, seed=int(seed), nthread=nthread, cameras=policy_cameras(policy), **kwargs) as env:
         runner = _runner(policy, env, int(seed), allow_fps_mismatch)
         for k in range(episodes):
             world, world_episode = k % W, k // W

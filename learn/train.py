@@ -239,6 +239,10 @@ def _check_data(name: str, data, policy, probe) -> None:
     want = {"obs_dim": (policy.obs_dim, obs.shape[2]), "action_dim": (policy.action_dim, action.shape[2]),
             "n_obs_steps": (cfg.n_obs_steps, obs.shape[1]), "chunk_size": (cfg.chunk_size, action.shape[1])}
     bad = [f"{k} {a} vs {b}" for k, (a, b) in want.items() if int(a) != int(b)]
+    sees, has = getattr(policy, "vision", None) is not None, getattr(probe, "images", None) is not None
+    if sees != has:
+        bad.append("the policy sees cameras but the data has no images" if sees else
+                   "the data has camera images but the policy was built without cameras (image_shape=)")
     if bad:
         raise CaliperError(f"{name} data does not fit the policy ({', '.join(bad)}; policy vs data)")
 

@@ -23,6 +23,7 @@ from caliper_jax.cli.common import (
     ray_ready,
     seed,
 )
+from learn.features import IMAGE_BUDGET_MB, OBS_SETS
 
 POLICY_KINDS = ("bc_mlp", "act", "diffusion")
 RL_ALGOS = ("ppo",)
@@ -52,6 +53,11 @@ def register(subparsers) -> None:
                    help='train config overrides as JSON, e.g. \'{"warmup": 50, "ema_decay": 0.995}\'')
     p.add_argument("--val-fraction", type=float, default=None, help="episodes held out for validation")
     p.add_argument("--seed", type=int, default=0, help="weights, split and batches (default 0)")
+    p.add_argument("--obs", choices=OBS_SETS, default="state",
+                   help="observation set: state (joint state + prop poses), proprio+images (joint state "
+                        "+ the dataset's cameras), privileged (both) (default state)")
+    p.add_argument("--image-budget-mb", type=float, default=IMAGE_BUDGET_MB, metavar="MIB",
+                   help=f"memory for decoded camera frames (default {IMAGE_BUDGET_MB})")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its newest checkpoint")
     p.add_argument("--png", metavar="FILE.png", help="plot the loss curves (needs matplotlib)")
@@ -243,9 +249,11 @@ def cmd_train(args) -> int:
     rank = _join_run(args)
     from learn.checkpoint import dataset_fingerprint
 
-    frames = load_frames(args.dataset)
+    frames = load_frames(args.dataset, obs_set=args.obs, image_budget_mb=positive(args.image_budget_mb,
+                                                                                  "--image-budget-mb"))
     split = prepare(frames, policy_cfg, train_cfg.val_fraction, train_cfg.seed)
-    policy = build_policy(policy_cfg, frames.layout.obs_dim, frames.layout.action_dim, seed=train_cfg.seed)
+    policy = build_policy(policy_cfg, frames.layout.obs_dim, frames.layout.action_dim, seed=train_cfg.seed,
+                          image_shape=frames.layout.image_shape)
     from caliper_jax import progress
 
     bar = progress.bar(train_cfg.steps, f"train {args.policy}", unit="step")
@@ -267,7 +275,8 @@ def cmd_train(args) -> int:
               "train": config_to_dict(train_cfg),
               "out": str(out), "checkpoint": str(res.checkpoint), "steps": res.steps,
               "train_episodes": len(split.train_ids), "val_episodes": len(split.val_ids),
-              "frames": frames.num_frames, "obs_dim": frames.layout.obs_dim,
+              "frames": frames.num_frames, "obs_dim": frames.layout.obs_dim, "obs_set": frames.layout.obs_set,
+              "cameras": [c.to_dict() for c in frames.layout.cameras],
               "action_dim": frames.layout.action_dim, "fps": frames.layout.fps,
               "final_loss": hist[-1]["loss"] if hist else None,
               "final_val_loss": next((r["val_loss"] for r in reversed(hist) if "val_loss" in r), None),

@@ -5,8 +5,10 @@ from learn.config import ACTConfig, BCConfig, DiffusionConfig, PolicyConfig
 from learn.policies.base import Batch, Policy
 
 
-def build_policy(config: PolicyConfig, obs_dim: int, action_dim: int, *, seed: int = 0) -> Policy:
-    """A freshly initialised policy of ``config``'s kind (weights from ``seed``)."""
+def build_policy(config: PolicyConfig, obs_dim: int, action_dim: int, *, seed: int = 0,
+                 image_shape=None) -> Policy:
+    """A freshly initialised policy of ``config``'s kind (weights from ``seed``); ``image_shape``
+    (cameras, height, width) adds an image encoder (:mod:`learn.policies.vision`)."""
     from flax import nnx
 
     rngs = nnx.Rngs(seed)
@@ -19,7 +21,8 @@ def build_policy(config: PolicyConfig, obs_dim: int, action_dim: int, *, seed: i
     else:
         from caliper_jax.errors import CaliperError
         raise CaliperError(f"no policy for config {type(config).__name__}")
-    return cls(config, int(obs_dim), int(action_dim), rngs=rngs)
+    shape = None if image_shape is None else tuple(int(x) for x in image_shape)
+    return cls(config, int(obs_dim), int(action_dim), rngs=rngs, image_shape=shape)
 
 
 __all__ = ["Batch", "Policy", "build_policy"]

@@ -1,8 +1,13 @@
 """ACT (Zhao et al. 2023, "Learning Fine-Grained Bimanual Manipulation with Low-Cost Hardware"),
-state-only, following lerobot's ACT with DETR-style positional embeddings.
+following lerobot's ACT with DETR-style positional embeddings.
 
 * Each observation frame is projected to a token (+ a learned positional embedding); padded frames
   (``obs_mask`` False) are masked out as attention keys.
+* With cameras, the current frame's images become tokens as in lerobot's ACT: each camera's
+  backbone feature map (:mod:`learn.policies.vision`) is projected to ``dim_model`` by a 1x1
+  convolution and every map position is one token, with a fixed 2-D sinusoidal position embedding
+  (:func:`learn.policies.vision.sincos_2d`, the same for every camera); they follow the state tokens
+  in the encoder. The CVAE encoder does not see images (as in lerobot).
 * Optional CVAE (``use_vae``): a transformer over [cls, obs tokens, action tokens] (fixed
   sinusoidal positions, padded actions masked) gives mu, logvar of a ``latent_dim`` latent; the
   sampled latent is projected to the *latent token*. Without the VAE, and at ``sample`` time, the
@@ -19,8 +24,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
+from caliper_jax.errors import CaliperError
 from learn.config import ACTConfig
 from learn.policies.base import Batch
 from learn.policies.layers import (
@@ -28,11 +35,14 @@ from learn.policies.layers import (
     Dropout,
     embedding,
     layer_norm,
+    lecun_normal,
     linear,
     masked_mean,
     sinusoidal_table,
     split_key,
+    zeros,
 )
+from learn.policies.vision import ImageEncoder, sincos_2d
 
 
 class EncoderLayer(nnx.Module):
@@ -112,12 +122,15 @@ class Encoder(nnx.Module):
 class ACT(nnx.Module):
     """Action Chunking Transformer over state observations (see the module docstring)."""
 
-    def __init__(self, config: ACTConfig, obs_dim: int, action_dim: int, *, rngs: nnx.Rngs):
+    def __init__(self, config: ACTConfig, obs_dim: int, action_dim: int, *, rngs: nnx.Rngs, image_shape=None):
         c = config
         d = c.dim_model
         self.config = config
         self.obs_dim = obs_dim
         self.action_dim = action_dim
+        self.vision = None if image_shape is None else ImageEncoder(c, image_shape, rngs=rngs, vectors=False)
+        self.image_proj = None if image_shape is None else nnx.Conv(
+            self.vision.channels, d, kernel_size=(1, 1), kernel_init=lecun_normal, bias_init=zeros, rngs=rngs)
         # Main encoder / decoder.
         self.obs_proj = linear(obs_dim, d, rngs=rngs)
         self.latent_proj = linear(c.latent_dim, d, rngs=rngs)
@@ -149,13 +162,30 @@ class ACT(nnx.Module):
         mu, logvar = jnp.split(out, 2, axis=-1)
         return mu, logvar
 
-    def _decode(self, obs, obs_mask, latent, key):
-        """obs (B, n_obs, obs_dim), obs_mask (B, n_obs), latent (B, latent_dim) -> (B, chunk, action_dim)."""
+    def _image_tokens(self, images, key):
+        """images (B, n_obs, cameras, H, W, 3) -> tokens (B, cameras * h * w, D) of the current frame,
+        positions (1, cameras * h * w, D)."""
+        fmap = self.image_proj(self.vision.feature_map(images[:, -1], key))     # (B, cams, h, w, D)
+        b, cams, h, w, d = fmap.shape
+        pos = jnp.asarray(np.tile(sincos_2d(h, w, d).reshape(1, h * w, d), (1, cams, 1)))
+        return fmap.reshape(b, cams * h * w, d), pos
+
+    def _decode(self, obs, obs_mask, latent, key, images=None, aug_key=None):
+        """obs (B, n_obs, obs_dim), obs_mask (B, n_obs), latent (B, latent_dim), images (B, n_obs,
+        cameras, H, W, 3) or None -> (B, chunk, action_dim)."""
         b = obs.shape[0]
         k_enc, k_dec = split_key(key, 2)
         tokens = jnp.concatenate([self.latent_proj(latent)[:, None], self.obs_proj(obs)], axis=1)
         mask = jnp.concatenate([jnp.ones((b, 1), bool), obs_mask.astype(bool)], axis=1)
         pos = self.enc_pos[...]
+        if (self.vision is None) != (images is None):
+            raise CaliperError("this ACT sees cameras but was given no images" if images is None else
+                               "this ACT was built without cameras but was given images")
+        if images is not None:
+            img, img_pos = self._image_tokens(images, aug_key)
+            tokens = jnp.concatenate([tokens, img], axis=1)
+            mask = jnp.concatenate([mask, jnp.ones(img.shape[:2], bool)], axis=1)
+            pos = jnp.concatenate([pos, img_pos], axis=1)
         memory = self.encoder(tokens, pos, mask, k_enc)
         query_pos = self.query_pos[...]
         x = jnp.zeros((1, self.config.chunk_size, self.config.dim_model), memory.dtype)  # same for all b
@@ -172,17 +202,18 @@ class ACT(nnx.Module):
             latent = mu + jnp.exp(0.5 * logvar) * jax.random.normal(key, mu.shape, mu.dtype)
         else:
             latent = jnp.zeros((b, self.config.latent_dim), jnp.float32)
-        pred = self._decode(batch.obs, batch.obs_mask, latent, k_net)
+        pred = self._decode(batch.obs, batch.obs_mask, latent, k_net, batch.images, key)
         l1 = masked_mean(jnp.abs(pred - batch.action), batch.action_mask)
         if not self.config.use_vae:
             return l1, {"l1": l1}
         kl = jnp.mean(jnp.sum(-0.5 * (1.0 + logvar - jnp.square(mu) - jnp.exp(logvar)), axis=-1))
         return l1 + self.config.kl_weight * kl, {"l1": l1, "kl": kl}
 
-    def sample(self, obs: jax.Array, obs_mask: jax.Array, key: jax.Array) -> jax.Array:
-        """(B, n_obs_steps, obs_dim), (B, n_obs_steps) -> (B, chunk_size, action_dim); zero latent."""
+    def sample(self, obs: jax.Array, obs_mask: jax.Array, key: jax.Array, images=None) -> jax.Array:
+        """(B, n_obs_steps, obs_dim), (B, n_obs_steps), images (B, n_obs_steps, cameras, H, W, 3) or
+        None -> (B, chunk_size, action_dim); zero latent."""
         latent = jnp.zeros((obs.shape[0], self.config.latent_dim), jnp.float32)
-        return self._decode(obs, obs_mask, latent, key)
+        return self._decode(obs, obs_mask, latent, key, images)
 
 
 __all__ = ["ACT"]

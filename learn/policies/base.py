@@ -8,8 +8,9 @@ A policy is a flax NNX module built by :func:`learn.policies.build_policy` with:
 * ``loss(batch, key) -> (scalar loss, {name: scalar})``: the training objective on a
   :class:`Batch`; ``key`` drives dropout, CVAE sampling and diffusion noise. Padded actions
   (``action_mask`` False) contribute nothing.
-* ``sample(obs, obs_mask, key) -> (B, chunk_size, action_dim)``: the action chunk for an
-  observation window ``obs`` (B, n_obs_steps, obs_dim), deterministic given ``key`` (the module
+* ``sample(obs, obs_mask, key, images=None) -> (B, chunk_size, action_dim)``: the action chunk for
+  an observation window ``obs`` (B, n_obs_steps, obs_dim) and, for a policy with cameras, its
+  normalised ``images`` (B, n_obs_steps, cameras, H, W, 3), deterministic given ``key`` (the module
   is switched to eval mode by the caller: ``module.eval()``).
 
 Both are pure functions of the module's parameters and their arguments, so they jit, vmap and
@@ -32,6 +33,7 @@ class Batch(NamedTuple):
     obs_mask: jax.Array     # (B, n_obs_steps) bool
     action: jax.Array       # (B, chunk_size, action_dim) float32
     action_mask: jax.Array  # (B, chunk_size) bool
+    images: jax.Array | None = None  # (B, n_obs_steps, cameras, H, W, 3) float32 normalised, or None
 
 
 class Policy(Protocol):
@@ -41,7 +43,7 @@ class Policy(Protocol):
 
     def loss(self, batch: Batch, key: jax.Array) -> tuple[jax.Array, dict]: ...
 
-    def sample(self, obs: jax.Array, obs_mask: jax.Array, key: jax.Array) -> jax.Array: ...
+    def sample(self, obs: jax.Array, obs_mask: jax.Array, key: jax.Array, images=None) -> jax.Array: ...
 
 
 __all__ = ["Batch", "Policy"]

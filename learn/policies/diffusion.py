@@ -12,8 +12,10 @@ Beta schedules: "squaredcos_cap_v2" (Nichol & Dhariwal's cosine, betas clipped a
 "linear" (DDPM's 1e-4..0.02, rescaled by 1000 / train_timesteps as in improved-DDPM so short
 schedules still end near pure noise).
 
-Conditioning: the flattened observation window (padded frames as recorded) concatenated with a
-sinusoidal timestep embedding (``time_embed_dim``) passed through Linear-Mish-Linear.
+Conditioning: the flattened observation window (padded frames as recorded; with cameras each
+frame's state followed by each camera's image feature vector, :mod:`learn.policies.vision`, encoded
+once per sample, outside the denoising loop) concatenated with a sinusoidal timestep embedding
+(``time_embed_dim``) passed through Linear-Mish-Linear.
 
 Denoisers:
 
@@ -39,6 +41,7 @@ from caliper_jax.errors import CaliperError
 from learn.config import DiffusionConfig
 from learn.policies.base import Batch
 from learn.policies.layers import MLP, conv, group_norm, linear, masked_mean, sinusoidal_embedding
+from learn.policies.vision import ImageEncoder, features_with_images
 
 _mish = jax.nn.mish
 
@@ -183,7 +186,8 @@ class UNetDenoiser(nnx.Module):
 class DiffusionPolicy(nnx.Module):
     """DDPM-trained, DDIM-sampled policy over action chunks (see the module docstring)."""
 
-    def __init__(self, config: DiffusionConfig, obs_dim: int, action_dim: int, *, rngs: nnx.Rngs):
+    def __init__(self, config: DiffusionConfig, obs_dim: int, action_dim: int, *, rngs: nnx.Rngs,
+                 image_shape=None):
         c = config
         beta_schedule(c.beta_schedule, c.train_timesteps)  # raises on an unknown schedule
         if not 1 <= c.inference_steps <= c.train_timesteps:
@@ -193,7 +197,9 @@ class DiffusionPolicy(nnx.Module):
         self.obs_dim = obs_dim
         self.action_dim = action_dim
         self.time_embed = TimeEmbedding(c.time_embed_dim, rngs=rngs)
-        cond_dim = c.n_obs_steps * obs_dim + c.time_embed_dim
+        self.vision = None if image_shape is None else ImageEncoder(c, image_shape, rngs=rngs)
+        width = obs_dim + (0 if self.vision is None else self.vision.n_cameras * self.vision.feature_dim)
+        cond_dim = c.n_obs_steps * width + c.time_embed_dim
         if c.denoiser == "mlp":
             self.denoiser = MLPDenoiser(c.chunk_size, action_dim, cond_dim, c.hidden, rngs=rngs)
         elif c.denoiser == "unet":
@@ -202,9 +208,13 @@ class DiffusionPolicy(nnx.Module):
         else:
             raise CaliperError(f"diffusion config: unknown denoiser {c.denoiser!r} (known: 'mlp', 'unet')")
 
-    def _eps(self, x, obs, t):
+    def _obs_cond(self, obs, images, key):
+        """(B, n_obs_steps * width) flattened window of states (and image features)."""
+        return features_with_images(self.vision, obs, images, key).reshape(obs.shape[0], -1)
+
+    def _eps(self, x, obs_cond, t):
         """Predicted noise (B, chunk, A) for noisy chunk x at integer timesteps t (B,)."""
-        cond = jnp.concatenate([obs.reshape(obs.shape[0], -1), self.time_embed(t)], axis=-1)
+        cond = jnp.concatenate([obs_cond, self.time_embed(t)], axis=-1)
         return self.denoiser(x, cond)
 
     def loss(self, batch: Batch, key: jax.Array) -> tuple[jax.Array, dict]:
@@ -217,14 +227,16 @@ class DiffusionPolicy(nnx.Module):
         eps = jax.random.normal(k_eps, batch.action.shape, jnp.float32)
         a = abar[t][:, None, None]
         x_t = jnp.sqrt(a) * fill_padded(batch.action, batch.action_mask) + jnp.sqrt(1.0 - a) * eps
-        loss = masked_mean(jnp.square(self._eps(x_t, batch.obs, t) - eps), batch.action_mask)
+        obs_cond = self._obs_cond(batch.obs, batch.images, key)
+        loss = masked_mean(jnp.square(self._eps(x_t, obs_cond, t) - eps), batch.action_mask)
         return loss, {"mse": loss}
 
-    def sample(self, obs: jax.Array, obs_mask: jax.Array, key: jax.Array) -> jax.Array:
+    def sample(self, obs: jax.Array, obs_mask: jax.Array, key: jax.Array, images=None) -> jax.Array:
         """(B, n_obs_steps, obs_dim), (B, n_obs_steps) -> (B, chunk_size, action_dim) by DDIM."""
         del obs_mask
         c = self.config
         b = obs.shape[0]
+        obs_cond = self._obs_cond(obs, images, None)
         abar_np = _alphas_cumprod(c)
         ratio = c.train_timesteps // c.inference_steps
         ts = np.arange(c.inference_steps)[::-1] * ratio
@@ -234,7 +246,7 @@ class DiffusionPolicy(nnx.Module):
         ts = jnp.asarray(ts, jnp.int32)
 
         def step(i, x):
-            eps = self._eps(x, obs, jnp.full((b,), ts[i]))
+            eps = self._eps(x, obs_cond, jnp.full((b,), ts[i]))
             x0 = (x - jnp.sqrt(1.0 - a_t[i]) * eps) / jnp.sqrt(a_t[i])
             x0 = jnp.clip(x0, -c.clip_sample, c.clip_sample)
             return jnp.sqrt(a_prev[i]) * x0 + jnp.sqrt(1.0 - a_prev[i]) * eps
