@@ -278,6 +278,74 @@ def test_simulate_panel_runs_live_and_jog_edits_the_servo_target(app):
     assert not app.live() and app.state()["simulate"]["error"] is None
 
 
+def _wait(cond, timeout=15.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return cond()
+
+
+def test_close_gripper_then_slider_edit_keeps_the_prop_held(app):
+    """The gripper is its own control: an arm slider edit while live (which sends the whole slider
+    vector, the open gripper slider included) must not open it and drop the held cube."""
+    app.jog.set_q([0.0, 0.0, 0.04])  # the Jog gripper slider wide open
+    app.simulate.start("lift-cube")
+    try:
+        s = app.simulate.session
+        app.simulate.gripper(True)
+        assert _wait(lambda: s.snapshot()["held"] == "cube"), "the closed gripper did not take the cube"
+        app.jog.set_joint("j2", -0.3)  # an arm slider edit: j2 moves, the gripper stays closed
+        tick = s.tick
+        assert _wait(lambda: s.tick > tick + 3 * s.control_every)
+        snap = s.snapshot()
+        assert snap["target"][1] == pytest.approx(-0.3) and snap["gripper_closed"]
+        assert snap["target"][2] == pytest.approx(s.layout.gripper_closed)
+        assert snap["held"] == "cube" and "gripper closed" in app.simulate.status.content
+        app.simulate.gripper(False)
+        assert _wait(lambda: s.snapshot()["held"] is None)  # the gripper's own control opens it
+    finally:
+        app.simulate.stop()
+
+
+def test_simulate_offers_every_zoo_task_and_runs_the_task_robot(app):
+    """Panda tasks are listed; starting a task of another robot loads that robot, the Robot box
+    names it, and the old robot's and the old session's scene nodes are removed."""
+    from caliper_jax.studio.simulate import task_for_robot, zoo_names
+
+    names = zoo_names()
+    assert {"lift-cube", "panda-lift-cube"} <= set(names)
+    assert task_for_robot(names, "panda") == "panda-lift-cube"
+    assert task_for_robot(names, "gripper_arm", "place-cube") == "place-cube"
+    assert app.simulate.task.value in names and app.robot_text.value == "gripper_arm"
+    app.simulate.start("lift-cube")  # same robot: no reload
+    old_props = list(app.simulate._props.values())
+    old_robot = app.drawing
+    app.simulate.start("place-cube")
+    try:
+        assert app.drawing is old_robot and all(h._impl.removed for h in old_props)
+        assert set(app.simulate._props) == set(app.simulate.session.prop_names)
+        assert len(app.simulate._zones) == len(app.simulate.session.task.zones) >= 1
+    finally:
+        app.simulate.stop()
+    zones = list(app.simulate._zones)
+    app.load_robot("pendulum2")  # another robot: the session's props and zones go
+    try:
+        assert all(h._impl.removed for h in zones) and app.simulate._props == {}
+        assert app.robot_text.value == "pendulum2" and app.state()["model"] == "pendulum2"
+        pend = app.drawing
+        app.simulate.start("lift-cube")  # a gripper_arm task: its robot comes back, named
+        assert all(h._impl.removed for h in pend.frames) and pend.skeleton._impl.removed
+        assert app.state()["model"] == "gripper_arm" and app.robot_text.value == "gripper_arm"
+        assert app.simulate.state()["robot"] == "gripper_arm"
+        assert app.state()["nq"] == 3 and len(app.jog.sliders) == 3
+    finally:
+        app.simulate.stop()
+        if app.model.name != "gripper_arm":
+            app.load_robot("gripper_arm")
+
+
 def test_jog_collision_status_against_a_scene(app):
     from caliper_jax.collision import build_collision_model
     from caliper_jax.collision.api import check
@@ -364,6 +432,12 @@ def test_data_doctor_finding_jumps_to_its_episode(app, dataset):
     report = app.data.run_doctor()
     codes = [f["code"] for f in report["findings"]]
     i = codes.index("D015")
+    f = report["findings"][i]  # its button shows code, severity, where and the message
+    label = app.data._buttons[i].label
+    assert label.startswith(f"D015 {f['severity']} ep 3") and f["message"][:40] in label
+    assert app.data.plot.scales["x"]["time"] is False  # the x axis is seconds, not dates
+    t = np.asarray(app.data.plot.data[0])
+    assert t[0] == 0.0 and t[1] == pytest.approx(1 / 50)
     jumped = app.data.jump(i)
     s = app.state()["data"]
     assert jumped["episode"] == 3 and s["episode"] == 3 and s["frame"] == 0

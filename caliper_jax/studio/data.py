@@ -15,7 +15,16 @@ from caliper_jax.errors import CaliperError
 
 MAX_TABLE_ROWS = 50
 MAX_FINDING_BUTTONS = 25
+MAX_LABEL = 160  # characters of a finding's button label
 STATE_KEY = "observation.state"
+
+
+def finding_label(f, width: int = MAX_LABEL) -> str:
+    """One doctor finding as a button label: code, severity, where (episode / frame) and message
+    (cut to ``width`` characters), e.g. ``D015 Warning ep 3 frame 0: episode 3 repeats ...``."""
+    where = "" if f.episode is None else f" ep {f.episode}" + ("" if f.frame is None else f" frame {f.frame}")
+    text = f"{f.code} {f.severity}{where}: {f.message}"
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 class DataPanel:
@@ -160,6 +169,8 @@ class DataPanel:
             self.plot = gui.add_uplot(
                 (x, y),
                 (uplot.Series(label="t (s)"), uplot.Series(label=label, stroke="#d62")),
+                scales={"x": uplot.Scale(time=False)},  # seconds from the episode start, not dates
+                axes=(uplot.Axis(label="t (s)"), uplot.Axis(label=label)),
                 title=f"episode {self.episode}: {label}",
                 aspect=2.0,
                 order=self.table.order - 0.5,
@@ -262,12 +273,7 @@ class DataPanel:
         gui = self.app.server.gui
         with self.findings_folder:
             for i, f in enumerate(self.report.findings[:MAX_FINDING_BUTTONS]):
-                where = (
-                    ""
-                    if f.episode is None
-                    else f" ep {f.episode}" + ("" if f.frame is None else f" frame {f.frame}")
-                )
-                b = gui.add_button(f"{f.code}{where}", hint=f.message)
+                b = gui.add_button(finding_label(f), hint=f.hint or None)
                 b.on_click(self._gui(lambda i=i: self.jump(i)))
                 self._buttons.append(b)
         return self.report.to_dict()
