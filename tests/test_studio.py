@@ -373,9 +373,32 @@ def test_jog_collision_status_against_a_scene(app):
         assert tuple(app.jog.obstacle_drawing.handles["box0"][0].color) == OBSTACLE
         with pytest.raises(CaliperError, match="boxes field, box 1"):
             app.jog.set_scene(boxes=jaw_box + ";1,2,3")
+        # padded capacity: new, moved and removed boxes reuse the compiled check (no recompile)
+        from caliper_jax.collision.api import _stage1
+
+        compiled = _stage1._cache_size()
+        app.jog.set_q([0.0, 0.0, 0.02])  # the jaw back inside the jaw box
+        c = app.jog.set_scene(boxes="0.3,0.3,0.1,0.02,0.02,0.02;0,0.02,0.12,0.03,0.03,0.03")
+        assert c["obstacles"] == ["ground", "box0", "box1"] and c["hit_obstacles"] == ["box1"]
+        c = app.jog.set_scene(boxes="0.3,0.3,0.1,0.02,0.02,0.02", ground=False)
+        assert c["obstacles"] == ["box0"] and not c["in_collision"]
+        assert all("box1" not in (p["a"], p["b"]) for p in c["colliding"])  # parked slots left out
+        assert _stage1._cache_size() == compiled and app.state()["jog"]["scene_capacity"] == 8
     finally:
         app.jog.set_scene(boxes="", ground=True)
     assert app.state()["jog"]["collision"]["obstacles"] == ["ground"]
+
+
+def test_padded_scene_grows_past_its_capacity(app):
+    from caliper_jax.collision.geometry import box
+    from caliper_jax.studio.obstacles import FAR, PaddedScene
+
+    sc = PaddedScene(app.model, capacity=2)
+    cm = sc.place(False, [box([0.1 * k, 0, 0.1], [0.01] * 3) for k in range(3)])
+    assert sc.capacity == 4 and sc.notes and sc.active == ("box0", "box1", "box2")
+    p = np.asarray(cm.p)
+    assert p[sc.row["box2"]][0] == pytest.approx(0.2) and p[sc.row["box3"]][0] == pytest.approx(FAR)
+    assert p[sc.row["ground"]][2] == pytest.approx(-FAR)  # the ground off: parked below
 
 
 def test_player_moves_by_the_clock_and_stops_at_the_end():
@@ -559,6 +582,30 @@ def test_graph_runs_from_the_panel_like_a_direct_call(app):
     out = app.graph.run()
     assert out == json.loads(json.dumps(g.run_graph("fk_drop").to_dict()))
     assert app.state()["graph"]["result"]["order"] == out["order"]
+    app.graph.load("fk_movej")  # a trajectory output: plotted, and its tool path drawn in 3-D
+    app.graph.run()
+    st = app.state()["graph"]
+    assert st["plots"] >= 1 and list(st["paths"].values()) == [100] * len(st["paths"]) and st["paths"]
+
+
+def test_graph_diagram_is_readable_and_outputs_are_tables():
+    """The diagram fits a ~320 px panel with >= 12 px text (layers of at most two nodes), zoom
+    scales it, and a run's outputs become one table per node (no JSON dump)."""
+    import re
+
+    import caliper_jax.graph as g
+    from caliper_jax.studio.graph import FONT, graph_svg, outputs_markdown
+
+    for name in g.examples():
+        svg = graph_svg(g.load_graph(name))
+        w = float(re.search(r'viewBox="0 0 ([0-9.]+) ', svg).group(1))
+        assert FONT * 320.0 / w >= 12.0, (name, w)  # on-screen text size at "fit"
+        assert svg.count('class="graph-node"') == len(g.load_graph(name).nodes)
+    assert 'width="200%"' in graph_svg(g.load_graph("fk_movej"), 200)
+    md = outputs_markdown({"fk": {"pose": [1.0, 2.5], "stats": {"n": 3, "mean": 0.25}},
+                           "big": {"q": {"shape": [500, 2], "dtype": "float64", "min": -1.0, "max": 2.0}}})
+    assert "**fk**" in md and "| pose | [1, 2.5] |" in md and "| stats.mean | 0.25 |" in md
+    assert "| q | array [500, 2] float64, min -1, max 2 |" in md and "{" not in md
 
 
 def test_cli_studio_prints_the_url(capsys):

@@ -91,6 +91,7 @@ class StudioApp:
         from caliper_jax.studio.simulate import SimulatePanel
 
         self.jog = JogPanel(self, tabs.add_tab("Jog"))
+        self.robot_md.content = self._robot_summary()
         self.motion = MotionPanel(self, tabs.add_tab("Motion"))
         self.simulate = SimulatePanel(self, tabs.add_tab("Simulate"), task=task)
         self.data = DataPanel(self, tabs.add_tab("Data"), dataset=dataset)
@@ -129,6 +130,9 @@ class StudioApp:
     def _robot_summary(self) -> str:
         m, d = self.model, self.drawing
         text = f"`{m.name}`: {m.nq} coordinates, tool frame `{self.tool_frame}`, {d.ngeom} geoms drawn"
+        jog = getattr(self, "jog", None)
+        if jog is not None and jog.warm_s is not None:
+            text += f"  \nIK compiled at load ({jog.warm_s:.1f} s): drags answer at once"
         if d.mesh_errors:
             text += f"  \n{len(d.mesh_errors)} mesh(es) not drawn: {d.mesh_errors[0]}"
         return text
@@ -185,6 +189,7 @@ class StudioApp:
         if getattr(self, "closed", True):
             return
         self.closed = True
+        self.jog.worker.close()
         self.motion.close()
         self.data.close()
         self.simulate.close()
