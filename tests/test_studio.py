@@ -473,6 +473,28 @@ def test_data_doctor_finding_jumps_to_its_episode(app, dataset):
         app.data.select(frame=40)
 
 
+def test_data_replay_draws_the_task_props_at_their_recorded_poses(app, session, tmp_path):
+    from caliper_jax.dataset import LeRobotReader
+
+    s = _fresh(session)
+    s.set_gripper(True)  # the cube is taken and carried while j2 moves
+    s.set_target([0.0, -0.3, s.layout.gripper_closed])
+    s.start_take(tmp_path / "take", "lift-cube")
+    s.advance(200)  # 10 frames at 50 fps
+    s.stop_take(save=True)
+    s.finish_dataset()
+    env = LeRobotReader(tmp_path / "take").episode(0)["observation.environment_state"]
+    try:
+        app.data.open(tmp_path / "take")
+        app.data.select(frame=7)
+        poses = app.state()["data"]["props"]
+        assert set(poses) == {"cube"} and poses["cube"] == pytest.approx(env[7].tolist())
+        assert np.asarray(app.data.props["cube"].position) == pytest.approx(env[7][:3], abs=1e-6)
+        assert np.linalg.norm(env[7][:3] - env[0][:3]) > 1e-3  # the replayed cube moved
+    finally:
+        app.data.close()
+
+
 def test_data_episode_plays_on_the_robot_at_the_dataset_fps(app, dataset):
     import time
 

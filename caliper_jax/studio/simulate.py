@@ -43,6 +43,28 @@ def task_for_robot(names, robot: str, current=None):
     return current if current in names else names[0]
 
 
+def draw_task_objects(scene, task, root: str) -> tuple[dict, list]:
+    """Draw ``task``'s props (their shape, size and colour; posed later) and zones under
+    ``root``; returns ({prop name: handle}, [zone handles])."""
+    props, zones = {}, []
+    for p in task.props:
+        color = tuple(int(255 * c) for c in p.rgba[:3])
+        name = f"{root}/props/{p.name}"
+        if p.kind == "box":
+            props[p.name] = scene.add_box(name, color=color, dimensions=tuple(2.0 * np.asarray(p.size)))
+        elif p.kind == "sphere":
+            props[p.name] = scene.add_icosphere(name, radius=float(p.size[0]), color=color)
+        else:
+            props[p.name] = scene.add_cylinder(
+                name, radius=float(p.size[0]), height=2.0 * float(p.size[1]), color=color
+            )
+    for z in task.zones:
+        zones.append(scene.add_box(f"{root}/zones/{z.name}", color=(60, 200, 100),
+                                   dimensions=tuple(2.0 * np.asarray(z.half)),
+                                   position=np.asarray(z.center), opacity=0.3))
+    return props, zones
+
+
 class SimulatePanel:
     """The Simulate tab. Python API: ``start(task)``, ``pause``, ``resume``, ``reset``, ``stop``,
     ``gripper(closed)``, ``start_take(root, label)``, ``stop_take(save)``, ``finish_dataset``."""
@@ -190,29 +212,8 @@ class SimulatePanel:
         self._props, self._zones = {}, []
 
     def _draw_props(self) -> None:
-        scene = self.app.server.scene
         self.clear_scene()
-        for p in self.session.task.props:
-            color = tuple(int(255 * c) for c in p.rgba[:3])
-            name = f"/sim/props/{p.name}"
-            if p.kind == "box":
-                self._props[p.name] = scene.add_box(
-                    name, color=color, dimensions=tuple(2.0 * np.asarray(p.size))
-                )
-            elif p.kind == "sphere":
-                self._props[p.name] = scene.add_icosphere(name, radius=float(p.size[0]), color=color)
-            else:
-                self._props[p.name] = scene.add_cylinder(
-                    name, radius=float(p.size[0]), height=2.0 * float(p.size[1]), color=color
-                )
-        for z in self.session.task.zones:
-            self._zones.append(scene.add_box(
-                f"/sim/zones/{z.name}",
-                color=(60, 200, 100),
-                dimensions=tuple(2.0 * np.asarray(z.half)),
-                position=np.asarray(z.center),
-                opacity=0.3,
-            ))
+        self._props, self._zones = draw_task_objects(self.app.server.scene, self.session.task, "/sim")
 
     def view(self) -> dict | None:
         """Draw the session's current snapshot once; returns it."""
