@@ -278,6 +278,74 @@ def test_simulate_panel_runs_live_and_jog_edits_the_servo_target(app):
     assert not app.live() and app.state()["simulate"]["error"] is None
 
 
+def _wait(cond, timeout=15.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return cond()
+
+
+def test_close_gripper_then_slider_edit_keeps_the_prop_held(app):
+    """The gripper is its own control: an arm slider edit while live (which sends the whole slider
+    vector, the open gripper slider included) must not open it and drop the held cube."""
+    app.jog.set_q([0.0, 0.0, 0.04])  # the Jog gripper slider wide open
+    app.simulate.start("lift-cube")
+    try:
+        s = app.simulate.session
+        app.simulate.gripper(True)
+        assert _wait(lambda: s.snapshot()["held"] == "cube"), "the closed gripper did not take the cube"
+        app.jog.set_joint("j2", -0.3)  # an arm slider edit: j2 moves, the gripper stays closed
+        tick = s.tick
+        assert _wait(lambda: s.tick > tick + 3 * s.control_every)
+        snap = s.snapshot()
+        assert snap["target"][1] == pytest.approx(-0.3) and snap["gripper_closed"]
+        assert snap["target"][2] == pytest.approx(s.layout.gripper_closed)
+        assert snap["held"] == "cube" and "gripper closed" in app.simulate.status.content
+        app.simulate.gripper(False)
+        assert _wait(lambda: s.snapshot()["held"] is None)  # the gripper's own control opens it
+    finally:
+        app.simulate.stop()
+
+
+def test_simulate_offers_every_zoo_task_and_runs_the_task_robot(app):
+    """Panda tasks are listed; starting a task of another robot loads that robot, the Robot box
+    names it, and the old robot's and the old session's scene nodes are removed."""
+    from caliper_jax.studio.simulate import task_for_robot, zoo_names
+
+    names = zoo_names()
+    assert {"lift-cube", "panda-lift-cube"} <= set(names)
+    assert task_for_robot(names, "panda") == "panda-lift-cube"
+    assert task_for_robot(names, "gripper_arm", "place-cube") == "place-cube"
+    assert app.simulate.task.value in names and app.robot_text.value == "gripper_arm"
+    app.simulate.start("lift-cube")  # same robot: no reload
+    old_props = list(app.simulate._props.values())
+    old_robot = app.drawing
+    app.simulate.start("place-cube")
+    try:
+        assert app.drawing is old_robot and all(h._impl.removed for h in old_props)
+        assert set(app.simulate._props) == set(app.simulate.session.prop_names)
+        assert len(app.simulate._zones) == len(app.simulate.session.task.zones) >= 1
+    finally:
+        app.simulate.stop()
+    zones = list(app.simulate._zones)
+    app.load_robot("pendulum2")  # another robot: the session's props and zones go
+    try:
+        assert all(h._impl.removed for h in zones) and app.simulate._props == {}
+        assert app.robot_text.value == "pendulum2" and app.state()["model"] == "pendulum2"
+        pend = app.drawing
+        app.simulate.start("lift-cube")  # a gripper_arm task: its robot comes back, named
+        assert all(h._impl.removed for h in pend.frames) and pend.skeleton._impl.removed
+        assert app.state()["model"] == "gripper_arm" and app.robot_text.value == "gripper_arm"
+        assert app.simulate.state()["robot"] == "gripper_arm"
+        assert app.state()["nq"] == 3 and len(app.jog.sliders) == 3
+    finally:
+        app.simulate.stop()
+        if app.model.name != "gripper_arm":
+            app.load_robot("gripper_arm")
+
+
 def test_jog_collision_status_against_a_scene(app):
     from caliper_jax.collision import build_collision_model
     from caliper_jax.collision.api import check
@@ -305,9 +373,32 @@ def test_jog_collision_status_against_a_scene(app):
         assert tuple(app.jog.obstacle_drawing.handles["box0"][0].color) == OBSTACLE
         with pytest.raises(CaliperError, match="boxes field, box 1"):
             app.jog.set_scene(boxes=jaw_box + ";1,2,3")
+        # padded capacity: new, moved and removed boxes reuse the compiled check (no recompile)
+        from caliper_jax.collision.api import _stage1
+
+        compiled = _stage1._cache_size()
+        app.jog.set_q([0.0, 0.0, 0.02])  # the jaw back inside the jaw box
+        c = app.jog.set_scene(boxes="0.3,0.3,0.1,0.02,0.02,0.02;0,0.02,0.12,0.03,0.03,0.03")
+        assert c["obstacles"] == ["ground", "box0", "box1"] and c["hit_obstacles"] == ["box1"]
+        c = app.jog.set_scene(boxes="0.3,0.3,0.1,0.02,0.02,0.02", ground=False)
+        assert c["obstacles"] == ["box0"] and not c["in_collision"]
+        assert all("box1" not in (p["a"], p["b"]) for p in c["colliding"])  # parked slots left out
+        assert _stage1._cache_size() == compiled and app.state()["jog"]["scene_capacity"] == 8
     finally:
         app.jog.set_scene(boxes="", ground=True)
     assert app.state()["jog"]["collision"]["obstacles"] == ["ground"]
+
+
+def test_padded_scene_grows_past_its_capacity(app):
+    from caliper_jax.collision.geometry import box
+    from caliper_jax.studio.obstacles import FAR, PaddedScene
+
+    sc = PaddedScene(app.model, capacity=2)
+    cm = sc.place(False, [box([0.1 * k, 0, 0.1], [0.01] * 3) for k in range(3)])
+    assert sc.capacity == 4 and sc.notes and sc.active == ("box0", "box1", "box2")
+    p = np.asarray(cm.p)
+    assert p[sc.row["box2"]][0] == pytest.approx(0.2) and p[sc.row["box3"]][0] == pytest.approx(FAR)
+    assert p[sc.row["ground"]][2] == pytest.approx(-FAR)  # the ground off: parked below
 
 
 def test_player_moves_by_the_clock_and_stops_at_the_end():
@@ -364,6 +455,12 @@ def test_data_doctor_finding_jumps_to_its_episode(app, dataset):
     report = app.data.run_doctor()
     codes = [f["code"] for f in report["findings"]]
     i = codes.index("D015")
+    f = report["findings"][i]  # its button shows code, severity, where and the message
+    label = app.data._buttons[i].label
+    assert label.startswith(f"D015 {f['severity']} ep 3") and f["message"][:40] in label
+    assert app.data.plot.scales["x"]["time"] is False  # the x axis is seconds, not dates
+    t = np.asarray(app.data.plot.data[0])
+    assert t[0] == 0.0 and t[1] == pytest.approx(1 / 50)
     jumped = app.data.jump(i)
     s = app.state()["data"]
     assert jumped["episode"] == 3 and s["episode"] == 3 and s["frame"] == 0
@@ -374,6 +471,28 @@ def test_data_doctor_finding_jumps_to_its_episode(app, dataset):
     assert app.state()["data"]["frame"] == 12 and app.state()["data"]["dim"] == 1
     with pytest.raises(CaliperError, match="frame 40: episode 3 has 40 frames"):
         app.data.select(frame=40)
+
+
+def test_data_replay_draws_the_task_props_at_their_recorded_poses(app, session, tmp_path):
+    from caliper_jax.dataset import LeRobotReader
+
+    s = _fresh(session)
+    s.set_gripper(True)  # the cube is taken and carried while j2 moves
+    s.set_target([0.0, -0.3, s.layout.gripper_closed])
+    s.start_take(tmp_path / "take", "lift-cube")
+    s.advance(200)  # 10 frames at 50 fps
+    s.stop_take(save=True)
+    s.finish_dataset()
+    env = LeRobotReader(tmp_path / "take").episode(0)["observation.environment_state"]
+    try:
+        app.data.open(tmp_path / "take")
+        app.data.select(frame=7)
+        poses = app.state()["data"]["props"]
+        assert set(poses) == {"cube"} and poses["cube"] == pytest.approx(env[7].tolist())
+        assert np.asarray(app.data.props["cube"].position) == pytest.approx(env[7][:3], abs=1e-6)
+        assert np.linalg.norm(env[7][:3] - env[0][:3]) > 1e-3  # the replayed cube moved
+    finally:
+        app.data.close()
 
 
 def test_data_episode_plays_on_the_robot_at_the_dataset_fps(app, dataset):
@@ -485,6 +604,30 @@ def test_graph_runs_from_the_panel_like_a_direct_call(app):
     out = app.graph.run()
     assert out == json.loads(json.dumps(g.run_graph("fk_drop").to_dict()))
     assert app.state()["graph"]["result"]["order"] == out["order"]
+    app.graph.load("fk_movej")  # a trajectory output: plotted, and its tool path drawn in 3-D
+    app.graph.run()
+    st = app.state()["graph"]
+    assert st["plots"] >= 1 and list(st["paths"].values()) == [100] * len(st["paths"]) and st["paths"]
+
+
+def test_graph_diagram_is_readable_and_outputs_are_tables():
+    """The diagram fits a ~320 px panel with >= 12 px text (layers of at most two nodes), zoom
+    scales it, and a run's outputs become one table per node (no JSON dump)."""
+    import re
+
+    import caliper_jax.graph as g
+    from caliper_jax.studio.graph import FONT, graph_svg, outputs_markdown
+
+    for name in g.examples():
+        svg = graph_svg(g.load_graph(name))
+        w = float(re.search(r'viewBox="0 0 ([0-9.]+) ', svg).group(1))
+        assert FONT * 320.0 / w >= 12.0, (name, w)  # on-screen text size at "fit"
+        assert svg.count('class="graph-node"') == len(g.load_graph(name).nodes)
+    assert 'width="200%"' in graph_svg(g.load_graph("fk_movej"), 200)
+    md = outputs_markdown({"fk": {"pose": [1.0, 2.5], "stats": {"n": 3, "mean": 0.25}},
+                           "big": {"q": {"shape": [500, 2], "dtype": "float64", "min": -1.0, "max": 2.0}}})
+    assert "**fk**" in md and "| pose | [1, 2.5] |" in md and "| stats.mean | 0.25 |" in md
+    assert "| q | array [500, 2] float64, min -1, max 2 |" in md and "{" not in md
 
 
 def test_cli_studio_prints_the_url(capsys):

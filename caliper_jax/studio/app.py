@@ -21,6 +21,20 @@ from caliper_jax.studio.scene import RobotDrawing, import_viser
 
 DEFAULT_ROBOT = "gripper_arm"
 
+# viser 1.1's text inputs carry a <label for=uuid> but the input lacks that id, so assistive tech
+# (and Playwright's get_by_label) cannot name them. This hidden image's onerror runs once in the
+# page and keeps every labelled input named (aria-label = its label's text) as panels change.
+_LABEL_SCRIPT = (
+    "if(!window.caliperLabels){window.caliperLabels=1;var f=function(){"
+    "document.querySelectorAll('label[for]').forEach(function(l){"
+    "if(document.getElementById(l.htmlFor))return;var b=l;"
+    "for(var k=0;k<5&&b;k++){b=b.parentElement;var i=b&&b.querySelector('input,textarea');"
+    "if(i){if(i.getAttribute('aria-label')!==l.textContent)i.setAttribute('aria-label',l.textContent);"
+    "return;}}});};"
+    "new MutationObserver(f).observe(document.body,{childList:true,subtree:true});f();}"
+)
+LABEL_LINKER = f'<img alt="" style="display:none" src="data:image/gif;base64,AA==" onerror="{_LABEL_SCRIPT}">'
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that is free now on ``host``."""
@@ -59,10 +73,15 @@ class StudioApp:
         self.drawing = None
         self.load_robot(robot, rebuild=False)
         gui = self.server.gui
+        gui.add_html(LABEL_LINKER)
         with gui.add_folder("Robot"):
             self.robot_text = gui.add_text("Robot (name or file)", str(robot))
             load = gui.add_button("Load robot")
             load.on_click(lambda _e: self._load_from_gui())
+            self.collision_in = gui.add_checkbox(
+                "Collision geometry", False, hint="draw the collision geometry (orange)"
+            )
+            self.collision_in.on_update(lambda _e: self.drawing.show_collision(bool(self.collision_in.value)))
             self.robot_md = gui.add_markdown(self._robot_summary())
         tabs = gui.add_tab_group()
         from caliper_jax.studio.data import DataPanel
@@ -72,6 +91,7 @@ class StudioApp:
         from caliper_jax.studio.simulate import SimulatePanel
 
         self.jog = JogPanel(self, tabs.add_tab("Jog"))
+        self.robot_md.content = self._robot_summary()
         self.motion = MotionPanel(self, tabs.add_tab("Motion"))
         self.simulate = SimulatePanel(self, tabs.add_tab("Simulate"), task=task)
         self.data = DataPanel(self, tabs.add_tab("Data"), dataset=dataset)
@@ -79,8 +99,9 @@ class StudioApp:
         self.closed = False
 
     # ---- robot ---------------------------------------------------------------------------------------
-    def load_robot(self, robot, rebuild: bool = True) -> None:
-        """Load a registry robot or a URDF / MJCF file and draw it at its default seed."""
+    def load_robot(self, robot, rebuild: bool = True, label: str | None = None) -> None:
+        """Load a registry robot or a URDF / MJCF file and draw it at its default seed; the old
+        robot's scene nodes go. ``label``: what the Robot box shows (default ``robot``)."""
         from caliper_jax.ik.api import default_frame, default_seed
         from caliper_jax.loading import load
 
@@ -89,7 +110,7 @@ class StudioApp:
             if self.drawing is not None:
                 self.drawing.remove()
             self.model = model
-            self.robot = str(robot)
+            self.robot = str(robot) if label is None else str(label)
             try:
                 self.tool_frame = default_frame(model)
             except CaliperError:
@@ -97,14 +118,24 @@ class StudioApp:
             self.q = np.asarray(default_seed(model), np.float64)
             self.drawing = RobotDrawing(self.server, model)
             self.drawing.update(self.q)
+            if getattr(self, "collision_in", None) is not None and self.collision_in.value:
+                self.drawing.show_collision(True)
         if rebuild:
+            self.robot_text.value = self.robot
             self.robot_md.content = self._robot_summary()
             self.jog.build()
             self.motion.clear()
+            self.simulate.on_robot()
 
     def _robot_summary(self) -> str:
-        m = self.model
-        return f"`{m.name}`: {m.nq} coordinates, tool frame `{self.tool_frame}`"
+        m, d = self.model, self.drawing
+        text = f"`{m.name}`: {m.nq} coordinates, tool frame `{self.tool_frame}`, {d.ngeom} geoms drawn"
+        jog = getattr(self, "jog", None)
+        if jog is not None and jog.warm_s is not None:
+            text += f"  \nIK compiled at load ({jog.warm_s:.1f} s): drags answer at once"
+        if d.mesh_errors:
+            text += f"  \n{len(d.mesh_errors)} mesh(es) not drawn: {d.mesh_errors[0]}"
+        return text
 
     def _load_from_gui(self) -> None:
         try:
@@ -158,6 +189,7 @@ class StudioApp:
         if getattr(self, "closed", True):
             return
         self.closed = True
+        self.jog.worker.close()
         self.motion.close()
         self.data.close()
         self.simulate.close()

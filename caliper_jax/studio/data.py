@@ -15,7 +15,17 @@ from caliper_jax.errors import CaliperError
 
 MAX_TABLE_ROWS = 50
 MAX_FINDING_BUTTONS = 25
+MAX_LABEL = 160  # characters of a finding's button label
 STATE_KEY = "observation.state"
+ENV_KEY = "observation.environment_state"
+
+
+def finding_label(f, width: int = MAX_LABEL) -> str:
+    """One doctor finding as a button label: code, severity, where (episode / frame) and message
+    (cut to ``width`` characters), e.g. ``D015 Warning ep 3 frame 0: episode 3 repeats ...``."""
+    where = "" if f.episode is None else f" ep {f.episode}" + ("" if f.frame is None else f" frame {f.frame}")
+    text = f"{f.code} {f.severity}{where}: {f.message}"
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 class DataPanel:
@@ -33,6 +43,8 @@ class DataPanel:
         self._buttons = []
         self._syncing = False
         self._states = None  # (episode, its observation.state rows) for replay
+        self._env = None  # (episode, its observation.environment_state rows)
+        self.props, self._zones, self._objects_of, self.prop_poses = {}, [], None, None
         from caliper_jax.studio.motion import Player
 
         self.player = Player(self._seek)
@@ -88,7 +100,8 @@ class DataPanel:
             raise CaliperError("dataset folder: give a LeRobot v3 dataset root")
         reader = LeRobotReader(Path(str(root)))
         self.player.pause()
-        self.reader, self.report, self._states = reader, None, None
+        self.reader, self.report, self._states, self._env = reader, None, None, None
+        self._objects_of = None
         self._clear_findings()
         self.doctor_md.content = ""
         keys = [
@@ -160,6 +173,8 @@ class DataPanel:
             self.plot = gui.add_uplot(
                 (x, y),
                 (uplot.Series(label="t (s)"), uplot.Series(label=label, stroke="#d62")),
+                scales={"x": uplot.Scale(time=False)},  # seconds from the episode start, not dates
+                axes=(uplot.Axis(label="t (s)"), uplot.Axis(label=label)),
                 title=f"episode {self.episode}: {label}",
                 aspect=2.0,
                 order=self.table.order - 0.5,
@@ -176,8 +191,47 @@ class DataPanel:
         self._table()
         self._replay()
 
+    def _objects(self) -> None:
+        """The episode's task props and zones, drawn once per episode when its task label is a
+        zoo task whose props match ``observation.environment_state`` (7 numbers a prop)."""
+        reader = self.reader
+        label = (reader.episode_meta(self.episode).get("tasks") or [None])[0]
+        if self._objects_of == (self.episode, label):
+            return
+        for h in list(self.props.values()) + self._zones:
+            h.remove()
+        self.props, self._zones, self._objects_of = {}, [], (self.episode, label)
+        names = reader.features.get(ENV_KEY, {}).get("names")
+        if not label or not isinstance(names, list):
+            return
+        from caliper_jax.studio.simulate import draw_task_objects
+        from tasks.schema import find_task, load_task
+
+        try:
+            task = load_task(find_task(label))
+        except (CaliperError, OSError, ValueError):
+            return  # not a zoo task: the state still replays, without props
+        if [f"{p.name}.x" for p in task.props] != names[::7]:
+            return
+        self.props, self._zones = draw_task_objects(self.app.server.scene, task, "/data")
+
+    def _replay_props(self) -> None:
+        if not self.props:
+            self.prop_poses = None
+            return
+        if self._env is None or self._env[0] != self.episode:
+            rows = np.asarray(self.reader.episode(self.episode, [ENV_KEY])[ENV_KEY], np.float64)
+            self._env = (self.episode, rows)
+        row = self._env[1][self.frame].reshape(-1, 7)
+        self.prop_poses = {}
+        for (name, h), pose in zip(self.props.items(), row, strict=True):
+            h.position, h.wxyz = pose[:3], pose[3:] / np.linalg.norm(pose[3:])
+            self.prop_poses[name] = pose.tolist()
+
     def _replay(self) -> None:
         reader = self.reader
+        self._objects()
+        self._replay_props()
         if STATE_KEY not in reader.features:
             self.replayed = None
             return
@@ -262,12 +316,7 @@ class DataPanel:
         gui = self.app.server.gui
         with self.findings_folder:
             for i, f in enumerate(self.report.findings[:MAX_FINDING_BUTTONS]):
-                where = (
-                    ""
-                    if f.episode is None
-                    else f" ep {f.episode}" + ("" if f.frame is None else f" frame {f.frame}")
-                )
-                b = gui.add_button(f"{f.code}{where}", hint=f.message)
+                b = gui.add_button(finding_label(f), hint=f.hint or None)
                 b.on_click(self._gui(lambda i=i: self.jump(i)))
                 self._buttons.append(b)
         return self.report.to_dict()
@@ -309,6 +358,7 @@ class DataPanel:
             "findings": None if self.report is None else [f.to_dict() for f in self.report.findings],
             "jumped": self.jumped,
             "replayed": getattr(self, "replayed", None),
+            "props": self.prop_poses,
             "playing": self.playing,
             "play_error": self.player.error,
         }

@@ -8,9 +8,13 @@ and boxes ``x,y,z,hx,hy,hz;...``), checked at every change. Engine calls only:
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 
 from caliper_jax.errors import CaliperError
+from caliper_jax.studio.worker import LatestWins
 
 UNBOUNDED = np.pi  # slider range for a coordinate without limits
 
@@ -78,25 +82,29 @@ def parse_boxes(text: str) -> list:
     return out
 
 
-def collision_status(model, cm, q) -> dict:
+def collision_status(model, cm, q, active=None) -> dict:
     """The collision report of q against ``cm`` (``caliper_jax.collision.api.check``), cut to what
     the HUD shows: verdict, min distance, closest pair, colliding pairs, and which robot bodies
-    and obstacles take part in a collision."""
+    and obstacles take part in a collision. ``active``: the obstacles really in the scene (the
+    others are parked slots of a padded scene and left out); None: all of them."""
     from caliper_jax.collision.api import check
 
-    obstacles = list(cm.obstacles)
-    if cm.npair == 0:
+    obstacles = list(cm.obstacles) if active is None else [n for n in cm.obstacles if n in set(active)]
+    parked = set(cm.obstacles) - set(obstacles)
+    r = check(model, cm, q) if cm.npair else {"link_pairs": [], "colliding": []}
+    links = [p for p in r["link_pairs"] if p["a"] not in parked and p["b"] not in parked]
+    if not links:
         return {"in_collision": False, "min_distance": None, "closest": None, "colliding": [],
                 "bodies": [], "obstacles": obstacles, "hit_obstacles": [], "note": "nothing to check"}
-    r = check(model, cm, q)
     body = dict(zip(cm.names[: cm.n_robot], cm.body[: cm.n_robot], strict=True))
-    pairs = [{k: p[k] for k in ("a", "b", "kind", "distance")} for p in r["colliding"]]
+    pairs = [{k: p[k] for k in ("a", "b", "kind", "distance")} for p in r["colliding"]
+             if p["a"] not in parked and p["b"] not in parked]
     hit = {n for p in pairs for n in (p["a"], p["b"])}
     is_obstacle = set(obstacles)
     return {
-        "in_collision": bool(r["in_collision"]),
-        "min_distance": r["min_distance"],
-        "closest": r["link_pairs"][0] if r["link_pairs"] else None,
+        "in_collision": bool(pairs),
+        "min_distance": links[0]["distance"],
+        "closest": links[0],
         "colliding": pairs,
         "bodies": sorted({int(body[n]) for n in hit if n in body and body[n] >= 0}),
         "obstacles": obstacles,
@@ -148,6 +156,11 @@ class JogPanel:
                 self.collision_md = app.server.gui.add_markdown("**Collision**")
         self.ground, self.boxes = True, []
         self.cm = None
+        self.padded = None  # the PaddedScene of the current robot
+        self.warm_s = None  # seconds the IK / HUD / collision compiles took at load
+        self._scene_s = None
+        self._collide_lock = threading.Lock()
+        self.worker = LatestWins(self._check_async, name="studio-collision")
         self.obstacle_drawing = None
         self.collision = None
         self.gizmo = None
@@ -190,8 +203,33 @@ class JogPanel:
             "/ik_target", scale=0.15, position=T[:3, 3], wxyz=_wxyz(T[:3, :3])
         )
         self.gizmo.on_update(self._gizmo_cb)
+        self.padded = None
+        t0 = time.perf_counter()
         self._build_scene()
         self.refresh()
+        self.warm(time.perf_counter() - t0)
+
+    def warm(self, already: float = 0.0) -> float:
+        """Compile what a gizmo drag runs (IK of the tool frame; the HUD and the collision check
+        ran in ``build``, taking ``already`` s) for this robot now, not on the first drag; with
+        jax's persistent compilation cache on (the CLI's default) a second start loads them from
+        disk. Returns the seconds taken (``warm_s``)."""
+        from caliper_jax import progress
+        from caliper_jax.ik import ik
+
+        t0 = time.perf_counter()
+        T = self.tool_pose()
+        with progress.stage(f"caliper studio: compiling IK for {self.app.model.name}"):
+            ik(self.app.model, T, frame=self.app.tool_frame, seed_q=self.app.q,
+               locked=self.locked(), position_only=bool(self.position_only.value))
+            if self.padded is not None:  # a box around the tool: the penetration (EPA) path too
+                from caliper_jax.collision.geometry import box
+
+                hit = self.padded.place(self.ground, [box(T[:3, 3], (0.05, 0.05, 0.05))])
+                collision_status(self.app.model, hit, self.app.q, self.padded.active)
+                self.cm = self.padded.place(self.ground, self.boxes)
+        self.warm_s = time.perf_counter() - t0 + already
+        return self.warm_s
 
     # ---- the collision scene ---------------------------------------------------------------------------
     def obstacles(self) -> list:
@@ -201,24 +239,31 @@ class JogPanel:
         return ([ground(0.0)] if self.ground else []) + list(self.boxes)
 
     def _build_scene(self) -> None:
-        from caliper_jax.collision import build_collision_model
+        """Place the obstacles in the robot's padded scene (built on first use: the one
+        compile); the drawing shows the active ones."""
+        from caliper_jax.studio.obstacles import PaddedScene
         from caliper_jax.studio.scene import ObstacleDrawing
 
         obstacles = self.obstacles()
         if self.obstacle_drawing is not None:
             self.obstacle_drawing.remove()
         self.obstacle_drawing = ObstacleDrawing(self.app.server, obstacles)
+        t0 = time.perf_counter()
         try:
-            self.cm = build_collision_model(self.app.model, obstacles)
+            if self.padded is None or self.padded.model is not self.app.model:
+                self.padded = PaddedScene(self.app.model)
+            self.cm = self.padded.place(self.ground, self.boxes)
+            self._scene_s = time.perf_counter() - t0
         except CaliperError as exc:  # the robot's collision geometry: the panel stays usable
-            self.cm = None
+            self.cm, self.padded, self._scene_s = None, None, None
             self.collision = {"error": str(exc), "in_collision": None, "min_distance": None,
                               "colliding": [], "bodies": [], "hit_obstacles": []}
             self.collision_md.content = collision_markdown(self.collision)
 
-    def set_scene(self, boxes=None, ground=None) -> dict:
+    def set_scene(self, boxes=None, ground=None, sync: bool = True) -> dict | None:
         """Replace the obstacles: ``boxes`` as text ``"x,y,z,hx,hy,hz;..."`` (or a list of
-        6-number rows), ``ground`` True / False (None: keep). Returns the new collision status."""
+        6-number rows), ``ground`` True / False (None: keep). Returns the new collision status;
+        ``sync`` False (the Apply button): the report follows on the worker, returns None."""
         if boxes is not None:
             text = boxes if isinstance(boxes, str) else ";".join(",".join(str(float(v)) for v in row)
                                                                  for row in boxes)
@@ -228,33 +273,45 @@ class JogPanel:
             self.ground = bool(ground)
             self.ground_in.value = self.ground
         self._build_scene()
-        self.refresh(move_gizmo=False)
-        return self.collision
+        self.refresh(move_gizmo=False, sync=sync)
+        return self.collision if sync else None
 
     def _scene_from_gui(self) -> None:
         try:
-            self.set_scene(boxes=self.boxes_in.value, ground=bool(self.ground_in.value))
+            self.set_scene(boxes=self.boxes_in.value, ground=bool(self.ground_in.value), sync=False)
         except CaliperError as exc:
             self.collision_md.content = f"**Collision**: error: {exc}"
 
-    def check_collision(self) -> dict | None:
-        """The collision status at the current q; obstacles and links in collision turn red."""
-        try:
-            c = collision_status(self.app.model, self.cm, self.app.q)
-        except CaliperError as exc:
-            c = {"error": str(exc), "in_collision": None, "min_distance": None, "colliding": [],
-                 "bodies": [], "hit_obstacles": []}
-        self.collision = c
-        self.collision_md.content = collision_markdown(c)
-        self.app.drawing.highlight(c["bodies"])
-        if self.obstacle_drawing is not None:
-            self.obstacle_drawing.highlight(c["hit_obstacles"])
+    def check_collision(self, q=None) -> dict | None:
+        """The collision status at q (default: the current q); obstacles and links in collision
+        turn red."""
+        model, cm, active = self.app.model, self.cm, self.padded.active if self.padded else None
+        q = self.app.q if q is None else q
+        with self._collide_lock:
+            try:
+                c = collision_status(model, cm, q, active)
+            except CaliperError as exc:
+                c = {"error": str(exc), "in_collision": None, "min_distance": None, "colliding": [],
+                     "bodies": [], "hit_obstacles": []}
+            if model is not self.app.model or cm is not self.cm:
+                return c  # the robot or the scene changed meanwhile: a stale report is not shown
+            self.collision = c
+            self.collision_md.content = collision_markdown(c)
+            self.app.drawing.highlight(c["bodies"])
+            if self.obstacle_drawing is not None:
+                self.obstacle_drawing.highlight(c["hit_obstacles"])
         return c
+
+    def _check_async(self, q) -> None:
+        if self.cm is not None:
+            self.check_collision(q)
 
     def _slider_cb(self, i):
         def cb(_event):
             if not self.syncing:
-                self.set_joint(i, float(self.sliders[i].value))
+                q = self.app.q.copy()
+                q[i] = float(self.sliders[i].value)
+                self.set_q(q, sync=False)
 
         return cb
 
@@ -265,7 +322,7 @@ class JogPanel:
         T[:3, :3] = quat_to_mat(np.asarray(self.gizmo.wxyz, np.float64))
         T[:3, 3] = np.asarray(self.gizmo.position, np.float64)
         try:
-            self.solve_target(T, move_gizmo=False)
+            self.solve_target(T, move_gizmo=False, sync=False)
         except CaliperError as exc:
             self.ik_md.content = f"IK: error: {exc}"
 
@@ -294,8 +351,9 @@ class JogPanel:
         q[i] = value
         self.set_q(q)
 
-    def set_q(self, q, move_gizmo: bool = True) -> None:
-        """The robot to q (nq,), clipped into the slider ranges: sliders, drawing, HUD, gizmo."""
+    def set_q(self, q, move_gizmo: bool = True, sync: bool = True) -> None:
+        """The robot to q (nq,), clipped into the slider ranges: sliders, drawing, HUD, gizmo.
+        ``sync`` False (the GUI's pointer events): the collision report follows on the worker."""
         q = np.asarray(q, np.float64)
         model = self.app.model
         if q.shape != (model.nq,) or not np.all(np.isfinite(q)):
@@ -312,9 +370,9 @@ class JogPanel:
         finally:
             self.syncing = False
         self.app.on_jog(self.app.q)
-        self.refresh(move_gizmo)
+        self.refresh(move_gizmo, sync)
 
-    def refresh(self, move_gizmo: bool = True) -> None:
+    def refresh(self, move_gizmo: bool = True, sync: bool = True) -> None:
         if not self.app.live():  # while live, the simulation alone draws the robot
             self.app.draw(self.app.q)
         try:
@@ -323,13 +381,16 @@ class JogPanel:
         except CaliperError as exc:
             self.hud, self.hud_md.content = None, f"HUD: {exc}"
         if self.cm is not None:
-            self.check_collision()
+            if sync:
+                self.check_collision()
+            else:
+                self.worker.submit(self.app.q.copy())
         if move_gizmo and self.gizmo is not None:
             T = self.tool_pose()
             self.gizmo.position = T[:3, 3]
             self.gizmo.wxyz = _wxyz(T[:3, :3])
 
-    def solve_target(self, T, move_gizmo: bool = True) -> dict:
+    def solve_target(self, T, move_gizmo: bool = True, sync: bool = True) -> dict:
         """IK of the tool frame to T (4x4 T_world_frame), seeded at the current q, locked joints
         kept; the robot moves to the solution. Returns the IK report (also in ``state()``)."""
         from caliper_jax.ik import ik
@@ -355,7 +416,7 @@ class JogPanel:
             "locked": self.locked(),
             "position_only": bool(self.position_only.value),
         }
-        self.set_q(res.q, move_gizmo=False)
+        self.set_q(res.q, move_gizmo=False, sync=sync)
         if move_gizmo and self.gizmo is not None:
             self.gizmo.position = T[:3, 3]
             self.gizmo.wxyz = _wxyz(T[:3, :3])
@@ -375,6 +436,9 @@ class JogPanel:
             "hud": self.hud,
             "ik": self.last_ik,
             "collision": self.collision,
+            "warm_s": self.warm_s,
+            "scene_capacity": None if self.padded is None else self.padded.capacity,
+            "scene_notes": [] if self.padded is None else list(self.padded.notes),
             "gizmo": {
                 "position": np.asarray(self.gizmo.position).tolist(),
                 "wxyz": np.asarray(self.gizmo.wxyz).tolist(),

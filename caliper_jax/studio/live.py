@@ -140,9 +140,28 @@ class LiveSession:
 
     def set_gripper(self, closed: bool) -> None:
         """Gripper target to its closed / open end (the task's gripper), other joints unchanged."""
-        q = self.target.copy()
-        q[self.layout.gripper_q] = self.layout.gripper_closed if closed else self.layout.gripper_open
-        self.set_target(q)
+        with self._lock:
+            q = self.target.copy()
+            q[self.layout.gripper_q] = self.layout.gripper_closed if closed else self.layout.gripper_open
+            self.set_target(q)
+
+    def set_arm_target(self, q) -> None:
+        """New servo target (nq,) for the arm only: the gripper coordinate keeps its current target,
+        so an arm command (a jog slider, an IK solve) never opens or closes the gripper."""
+        q = np.asarray(q, np.float64)
+        if q.shape != (self.model.nq,):
+            raise CaliperError(f"target: expected {self.model.nq} finite values, got shape {q.shape}")
+        with self._lock:
+            q = q.copy()
+            q[self.layout.gripper_q] = self.target[self.layout.gripper_q]
+            self.set_target(q)
+
+    @property
+    def gripper_closed(self) -> bool:
+        """Whether the gripper is commanded closed (the env's closing rule on the servo target)."""
+        from tasks.env_spec import closing
+
+        return bool(closing(self.layout, self.target))
 
     @property
     def time(self) -> float:
@@ -167,6 +186,8 @@ class LiveSession:
                 "time": self.time,
                 "q": self.q().tolist(),
                 "target": self.target.tolist(),
+                "gripper_closed": self.gripper_closed,
+                "robot": self.model.name,
                 "props": {n: props[i].tolist() for i, n in enumerate(self.prop_names)},
                 "held": None if self.held < 0 else self.prop_names[self.held],
                 "success": success,

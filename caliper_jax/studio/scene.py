@@ -1,11 +1,12 @@
 """Drawing a robot in the viser scene from forward kinematics.
 
 One scene node per body (``{root}/b{i}``) placed at ``T_world_body`` from
-``caliper_jax.kinematics.body_poses``; the body's geometry (boxes, spheres, cylinders, capsules of
-the visual role, else the collision role) hangs below it at its fixed placement, so a new pose is
-one position/orientation update per body. A skeleton (parent origin -> child origin line
-segments) is always drawn, so robots without geometry (and meshes, which are not loaded here) are
-still visible. No maths of its own: every pose comes from the engine.
+``caliper_jax.kinematics.body_poses``; the body's geometry (boxes, spheres, cylinders, capsules and
+meshes of the visual role, else the collision role) hangs below it at its fixed placement, so a
+new pose is one position/orientation update per body. Meshes (STL / OBJ / DAE) are read by trimesh
+and keep the file's own colours. A skeleton (parent origin -> child origin line segments) is
+always drawn, so robots without geometry (or with unreadable meshes) are still visible. No maths
+of its own: every pose comes from the engine.
 """
 
 from __future__ import annotations
@@ -64,74 +65,138 @@ def geoms_to_draw(model) -> list:
     return visual or [g for g in model.geoms if g.role == "collision"]
 
 
+@lru_cache(maxsize=64)
+def load_mesh(path: str):
+    """A mesh file (STL / OBJ / DAE / GLB ... via trimesh; DAE needs pycollada) as
+    ``(glb bytes or None, vertices (V, 3), faces (F, 3), has_colours)``: the GLB keeps the file's
+    own materials (colours from the description); vertices / faces are the whole file in one
+    mesh, in the file's frame and units. A CaliperError names the file when it cannot be read."""
+    try:
+        import trimesh
+    except ImportError:
+        raise CaliperError("drawing meshes needs trimesh: pip install 'caliper-jax[studio]'") from None
+    try:
+        scene = trimesh.load(str(path), force="scene")
+        whole = scene.to_geometry() if hasattr(scene, "to_geometry") else scene.dump(concatenate=True)
+    except Exception as exc:  # trimesh raises many kinds (missing pycollada, bad file, ...)
+        raise CaliperError(f"mesh {path}: cannot be read ({type(exc).__name__}: {exc})") from None
+    coloured = any(getattr(g.visual, "defined", False) for g in scene.geometry.values())
+    glb = scene.export(file_type="glb") if coloured else None
+    return (glb, np.asarray(whole.vertices, np.float32), np.asarray(whole.faces, np.uint32), coloured)
+
+
 class RobotDrawing:
     """A robot in a viser scene. ``update(q)`` moves it; ``last_q`` / ``body_positions`` hold what
-    was drawn (for tests). ``opacity`` < 1 draws a ghost."""
+    was drawn (for tests). ``opacity`` < 1 draws a ghost (primitives only, no meshes).
+
+    The visual geometry (boxes, spheres, cylinders, capsules and meshes; the collision geometry
+    when the robot has no visual one) hangs below one frame per body, so a new pose is one
+    transform per body. Meshes keep their file's colours (an uncoloured mesh gets ``color``).
+    ``show_collision(True)`` adds the collision geometry (translucent orange, built on first use);
+    ``highlight(bodies)`` draws those bodies red. ``mesh_errors`` lists meshes that could not be
+    read (the skeleton stands in for them)."""
+
+    COLLISION_COLOR = (255, 150, 40)
 
     def __init__(
-        self, server, model, root: str = "/robot", color=(90, 140, 220), opacity: float | None = None
+        self, server, model, root: str = "/robot", color=(190, 195, 205), opacity: float | None = None,
+        meshes: bool = True,
     ):
         self.server, self.model, self.root = server, model, root
         self.color, self.opacity = tuple(color), opacity
-        self.frames = []
-        for b in range(model.nbody):
-            self.frames.append(
-                server.scene.add_frame(f"{root}/b{b}", show_axes=True, axes_length=0.05, axes_radius=0.003)
-            )
-        self.ngeom = 0
-        self.body_geoms = {}  # body index -> the viser handles of its drawn geometry
+        self.meshes = meshes and opacity is None
+        self.mesh_errors = []
+        self.body_geoms = {}  # body index -> handles of its drawn (visual) geometry
+        self._red = {}  # body index -> handles of its red overlay (built on first highlight)
+        self._collision = None  # handles of the collision geometry (built on first show)
         self.highlighted = ()
-        for k, g in enumerate(geoms_to_draw(model)):
-            if g.body < 0:
-                continue
-            if self._add_geom(f"{root}/b{g.body}/g{k}", g):
-                self.ngeom += 1
+        self.frames = [
+            server.scene.add_frame(f"{root}/b{b}", show_axes=False, axes_length=0.05, axes_radius=0.003)
+            for b in range(model.nbody)
+        ]
+        self.base = server.scene.add_frame(f"{root}/base", show_axes=False)  # world-fixed geometry
+        self.drawn = geoms_to_draw(model)
+        self.ngeom = sum(
+            bool(self._add_geom(self._name(k, g, "g"), g, self.color, self.body_geoms, self.opacity))
+            for k, g in enumerate(self.drawn)
+        )
+        if self.ngeom == 0:  # nothing but the skeleton: show the body frames
+            for f in self.frames:
+                f.show_axes = True
         self.skeleton = None
         self.last_q = None
         self.body_positions = None
 
-    def _add_geom(self, name: str, g) -> bool:
+    def _name(self, k, g, tag) -> str:
+        return f"{self.root}/{'base' if g.body < 0 else f'b{g.body}'}/{tag}{k}"
+
+    def _add_geom(self, name: str, g, color, store, opacity=None, plain=False) -> bool:
+        """Add geom ``g`` under ``name`` in ``color`` (meshes keep their own colours unless
+        ``plain``); its handles go to ``store[body]``. False when it cannot be drawn."""
         scene = self.server.scene
-        handles = self.body_geoms.setdefault(int(g.body), [])
+        handles = store.setdefault(int(g.body), [])
         kw = dict(wxyz=wxyz(np.asarray(g.R, np.float64).reshape(3, 3)), position=np.asarray(g.p, np.float64))
-        if self.opacity is not None:
-            kw["opacity"] = self.opacity
+        op = {} if opacity is None else {"opacity": opacity}
         size = np.asarray(g.size, np.float64)
         if g.kind == "box":
-            handles.append(scene.add_box(name, color=self.color, dimensions=tuple(2.0 * size[:3]), **kw))
+            handles.append(scene.add_box(name, color=color, dimensions=tuple(2.0 * size[:3]), **kw, **op))
         elif g.kind == "sphere":
-            handles.append(scene.add_icosphere(name, radius=float(size[0]), color=self.color, **kw))
+            handles.append(scene.add_icosphere(name, radius=float(size[0]), color=color, **kw, **op))
         elif g.kind in ("cylinder", "capsule"):
             # viser's cylinder runs along its local z, as URDF's and MuJoCo's do
-            handles.append(
-                scene.add_cylinder(
-                    name, radius=float(size[0]), height=2.0 * float(size[1]), color=self.color, **kw
-                )
-            )
+            r, h = float(size[0]), 2.0 * float(size[1])
+            handles.append(scene.add_cylinder(name, radius=r, height=h, color=color, **kw, **op))
             if g.kind == "capsule":
                 R = np.asarray(g.R, np.float64).reshape(3, 3)
                 for s, end in ((1, "a"), (-1, "b")):
                     p = np.asarray(g.p, np.float64) + s * float(size[1]) * R[:, 2]
-                    h = scene.add_icosphere(
-                        f"{name}{end}",
-                        radius=float(size[0]),
-                        color=self.color,
-                        position=p,
-                        **({} if self.opacity is None else {"opacity": self.opacity}),
-                    )
-                    handles.append(h)
+                    ball = scene.add_icosphere(f"{name}{end}", radius=r, color=color, position=p, **op)
+                    handles.append(ball)
+        elif g.kind == "mesh" and self.meshes and g.mesh:
+            try:
+                glb, verts, faces, coloured = load_mesh(str(g.mesh))
+            except CaliperError as exc:
+                self.mesh_errors.append(str(exc))
+                return False
+            scale = tuple(float(v) for v in size[:3])
+            if coloured and not plain and opacity is None:
+                handles.append(scene.add_glb(name, glb, scale=scale, **kw))
+            else:
+                handles.append(
+                    scene.add_mesh_simple(name, verts, faces, color=color, scale=scale, **kw, **op)
+                )
         else:
-            return False  # meshes: the skeleton stands in for them
+            return False
         return True
 
+    def show_collision(self, on: bool = True) -> int:
+        """Show / hide the collision geometry (built on first show). Returns the geoms drawn."""
+        if on and self._collision is None:
+            self._collision = {}
+            for k, g in enumerate(x for x in self.model.geoms if x.role == "collision"):
+                name = self._name(k, g, "c")
+                self._add_geom(name, g, self.COLLISION_COLOR, self._collision, 0.45, plain=True)
+        for hs in (self._collision or {}).values():
+            for h in hs:
+                h.visible = bool(on)
+        return sum(len(hs) for hs in (self._collision or {}).values())
+
     def highlight(self, bodies=()) -> None:
-        """Colour the geometry of ``bodies`` (indices) red, every other body its normal colour."""
+        """Draw the geometry of ``bodies`` (indices) red, every other body in its own colours."""
         bodies = tuple(sorted({int(b) for b in bodies}))
         if bodies == self.highlighted:
             return
+        for b in bodies:
+            if b not in self._red:  # the red copy of body b's drawn geometry, built on first use
+                for k, g in enumerate(self.drawn):
+                    if g.body == b:
+                        self._add_geom(self._name(k, g, "r"), g, COLLIDING, self._red, plain=True)
         for b, handles in self.body_geoms.items():
             for h in handles:
-                h.color = COLLIDING if b in bodies else self.color
+                h.visible = b not in bodies
+        for b, handles in self._red.items():
+            for h in handles:
+                h.visible = b in bodies
         self.highlighted = bodies
 
     def update(self, q) -> None:
@@ -156,8 +221,12 @@ class RobotDrawing:
         self.body_positions = p
 
     def remove(self) -> None:
-        self.server.scene.remove_by_name(self.root) if hasattr(self.server.scene, "remove_by_name") else None
-        for f in self.frames:
+        """Remove every scene node of this drawing."""
+        for store in (self.body_geoms, self._red, self._collision or {}):
+            for hs in store.values():
+                for h in hs:
+                    h.remove()
+        for f in [*self.frames, self.base]:
             f.remove()
         if self.skeleton is not None:
             self.skeleton.remove()

@@ -17,9 +17,52 @@ VIEW_HZ = 30.0
 
 
 def zoo_names() -> list[str]:
+    """Every zoo task, the registry arms' tasks (tasks/zoo/arms) included."""
     from tasks.schema import zoo_names as names
 
-    return list(names())
+    return list(names(arms=True))
+
+
+def task_robot(name: str) -> str:
+    """The robot name of zoo task ``name`` (its description file's stem, e.g. ``panda``)."""
+    from pathlib import Path
+
+    from tasks.schema import find_task, load_task
+
+    return Path(str(load_task(find_task(name)).robot)).stem
+
+
+def task_for_robot(names, robot: str, current=None):
+    """``current`` when it is a task of ``robot``, else the first of ``names`` that is (else
+    ``current`` or the first name): the task Simulate preselects for the loaded robot."""
+    if current in names and task_robot(current) == robot:
+        return current
+    for n in names:
+        if task_robot(n) == robot:
+            return n
+    return current if current in names else names[0]
+
+
+def draw_task_objects(scene, task, root: str) -> tuple[dict, list]:
+    """Draw ``task``'s props (their shape, size and colour; posed later) and zones under
+    ``root``; returns ({prop name: handle}, [zone handles])."""
+    props, zones = {}, []
+    for p in task.props:
+        color = tuple(int(255 * c) for c in p.rgba[:3])
+        name = f"{root}/props/{p.name}"
+        if p.kind == "box":
+            props[p.name] = scene.add_box(name, color=color, dimensions=tuple(2.0 * np.asarray(p.size)))
+        elif p.kind == "sphere":
+            props[p.name] = scene.add_icosphere(name, radius=float(p.size[0]), color=color)
+        else:
+            props[p.name] = scene.add_cylinder(
+                name, radius=float(p.size[0]), height=2.0 * float(p.size[1]), color=color
+            )
+    for z in task.zones:
+        zones.append(scene.add_box(f"{root}/zones/{z.name}", color=(60, 200, 100),
+                                   dimensions=tuple(2.0 * np.asarray(z.half)),
+                                   position=np.asarray(z.center), opacity=0.3))
+    return props, zones
 
 
 class SimulatePanel:
@@ -32,10 +75,13 @@ class SimulatePanel:
         self._viewer = None
         self._viewer_stop = threading.Event()
         self._props = {}
+        self._zones = []
         gui = app.server.gui
         names = zoo_names()
+        self.names = names
         with tab:
-            self.task = gui.add_dropdown("Task", names, initial_value=task if task in names else names[0])
+            first = task if task in names else task_for_robot(names, app.model.name)
+            self.task = gui.add_dropdown("Task", names, initial_value=first)
             if task is not None and task not in names:
                 self.task_text = gui.add_text("Task file", str(task))
             else:
@@ -83,9 +129,11 @@ class SimulatePanel:
         if task is None:
             task = self.task_text.value.strip() or self.task.value
         self.stop()
+        self.clear_scene()
+        self.session = None
         session = LiveSession(task)
         if self.app.model.name != session.model.name or self.app.model.nq != session.model.nq:
-            self.app.load_robot(session.task.robot)
+            self.app.load_robot(session.task.robot, label=session.model.name)  # the task's own robot
         self.session = session
         self._draw_props()
         session.start()
@@ -112,22 +160,37 @@ class SimulatePanel:
     def gripper(self, closed: bool) -> None:
         self._need().set_gripper(closed)
 
-    def stop(self) -> None:
+    def _stop_viewer(self) -> None:
         self._viewer_stop.set()
         if self._viewer is not None:
             self._viewer.join(timeout=2.0)
             self._viewer = None
+
+    def stop(self) -> None:
+        self._stop_viewer()
         if self.session is not None:
             self.session.stop()
             self.view()
 
     def close(self) -> None:
         self.stop()
+        self.clear_scene()
+
+    def on_robot(self) -> None:
+        """The app loaded another robot: a session of the old one ends, its props and zones go,
+        and the task list preselects a task of the new robot."""
+        if self.session is not None and self.session.model.name != self.app.model.name:
+            session, self.session = self.session, None
+            self._stop_viewer()
+            session.stop()
+            self.clear_scene()
+        self.task.value = task_for_robot(self.names, self.app.model.name, self.task.value)
 
     def on_jog(self, q) -> None:
+        """A jog edit while live: the arm's servo target; the gripper keeps its own command."""
         s = self.session
         if s is not None and s.running and s.model.nq == len(q):
-            s.set_target(q)
+            s.set_arm_target(q)
 
     # ---- recording -----------------------------------------------------------------------------------
     def start_take(self, root, label=None, fps=None) -> None:
@@ -142,38 +205,23 @@ class SimulatePanel:
         self._need().finish_dataset()
 
     # ---- viewer ---------------------------------------------------------------------------------------
-    def _draw_props(self) -> None:
-        scene = self.app.server.scene
-        for h in self._props.values():
+    def clear_scene(self) -> None:
+        """Remove the drawn props and zones (of a finished or replaced session)."""
+        for h in list(self._props.values()) + self._zones:
             h.remove()
-        self._props = {}
-        for p in self.session.task.props:
-            color = tuple(int(255 * c) for c in p.rgba[:3])
-            name = f"/sim/props/{p.name}"
-            if p.kind == "box":
-                self._props[p.name] = scene.add_box(
-                    name, color=color, dimensions=tuple(2.0 * np.asarray(p.size))
-                )
-            elif p.kind == "sphere":
-                self._props[p.name] = scene.add_icosphere(name, radius=float(p.size[0]), color=color)
-            else:
-                self._props[p.name] = scene.add_cylinder(
-                    name, radius=float(p.size[0]), height=2.0 * float(p.size[1]), color=color
-                )
-        for z in self.session.task.zones:
-            scene.add_box(
-                f"/sim/zones/{z.name}",
-                color=(60, 200, 100),
-                dimensions=tuple(2.0 * np.asarray(z.half)),
-                position=np.asarray(z.center),
-                opacity=0.3,
-            )
+        self._props, self._zones = {}, []
+
+    def _draw_props(self) -> None:
+        self.clear_scene()
+        self._props, self._zones = draw_task_objects(self.app.server.scene, self.session.task, "/sim")
 
     def view(self) -> dict | None:
         """Draw the session's current snapshot once; returns it."""
         if self.session is None:
             return None
         snap = self.session.snapshot()
+        if self.session.model.name != self.app.model.name:  # the robot was replaced meanwhile
+            return snap
         self.app.draw(np.asarray(snap["q"]))
         for name, pose in snap["props"].items():
             h = self._props.get(name)
@@ -187,8 +235,10 @@ class SimulatePanel:
         )
         verdict = {None: "n/a", True: "SUCCESS", False: "not yet"}[snap["success"]]
         rec = f"recording ({snap['take_frames']} frames)" if snap["recording"] else "not recording"
+        grip = "closed" if snap["gripper_closed"] else "open"
         self.status.content = (
-            f"**{snap['task']}** {state} t=`{snap['time']:.3f}` s, tick `{snap['tick']}`  \n"
+            f"**{snap['task']}** ({snap['robot']}) {state} t=`{snap['time']:.3f}` s, tick `{snap['tick']}`, "
+            f"gripper {grip}  \n"
             f"success: {verdict} | held: {snap['held'] or '-'} | contacts: {snap['contacts']}  \n"
             f"{rec}, {snap['saved_episodes']} episode(s) saved | max debt "
             f"`{1000 * snap['max_debt_s']:.2f}` ms, dropped `{snap['dropped_s']:.3f}` s"

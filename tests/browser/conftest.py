@@ -46,27 +46,48 @@ def artifacts(tmp_path_factory):
     return path
 
 
-@pytest.fixture(scope="module")
-def studio(chromium, tmp_path_factory):
+def _served(tmp_path_factory, robot: str):
+    """A StudioApp of ``robot`` with the wave dataset open in the Data tab (closed afterwards)."""
     from caliper_jax.studio import StudioApp
     from tests.studio_data import write_wave_dataset
 
-    dataset = write_wave_dataset(tmp_path_factory.mktemp("studio-data") / "wave")
-    app = StudioApp("gripper_arm", dataset=dataset, port=0)
+    dataset = write_wave_dataset(tmp_path_factory.mktemp(f"studio-{robot}") / "wave")
+    app = StudioApp(robot, dataset=dataset, port=0)
     yield app
     app.close()
 
 
-@pytest.fixture(scope="module")
-def page(chromium, studio):
+def _paged(chromium, app):
     """The studio page, loaded; ``page.problems`` collects console errors and page errors."""
     pg = chromium.new_page(viewport={"width": 1280, "height": 800})
+    pg.set_default_timeout(120_000)  # software WebGL on a loaded host: a screenshot can take long
     pg.problems = []
     pg.on(
         "console", lambda m: pg.problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None
     )
     pg.on("pageerror", lambda e: pg.problems.append(f"page error: {e}"))
-    pg.goto(studio.url)
+    pg.goto(app.url)
     pg.get_by_role("tab", name="Jog").wait_for(timeout=60_000)
     yield pg
     pg.close()
+
+
+@pytest.fixture(scope="module")
+def studio(chromium, tmp_path_factory):
+    yield from _served(tmp_path_factory, "gripper_arm")
+
+
+@pytest.fixture(scope="module")
+def page(chromium, studio):
+    yield from _paged(chromium, studio)
+
+
+@pytest.fixture(scope="module")
+def panda(chromium, tmp_path_factory):
+    """The studio with the Panda (tests/browser/test_studio_panda.py)."""
+    yield from _served(tmp_path_factory, "panda")
+
+
+@pytest.fixture(scope="module")
+def ppage(chromium, panda):
+    yield from _paged(chromium, panda)

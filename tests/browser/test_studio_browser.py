@@ -61,11 +61,13 @@ def test_slider_moves_the_robot(page, studio, artifacts):
     assert page.problems == []
 
 
-def test_doctor_finding_jumps_to_its_episode(page, studio, artifacts):
+def test_doctor_finding_shows_its_message_and_jumps_to_its_episode(page, studio, artifacts):
     page.get_by_role("tab", name="Data").click()
     page.get_by_role("button", name="Run dataset doctor").click()
-    finding = page.get_by_role("button", name="D015 ep 3")
+    finding = page.get_by_role("button", name="D015 Warning ep 3")
     finding.wait_for(timeout=60_000)
+    f = next(f for f in studio.state()["data"]["findings"] if f["code"] == "D015")
+    assert f["message"][:40] in finding.inner_text()  # the page shows the message, not a bare code
     assert studio.state()["data"]["episode"] == 0
     finding.click()
     wait_for(lambda: studio.state()["data"]["episode"] == 3, what="episode 3 selected")
@@ -73,6 +75,76 @@ def test_doctor_finding_jumps_to_its_episode(page, studio, artifacts):
     page.screenshot(path=str(artifacts / "03_doctor_jump.png"))
     assert studio.state()["data"]["jumped"]["code"] == "D015"
     assert page.problems == []
+
+
+def test_data_plot_time_axis_is_in_seconds(page, studio, artifacts):
+    page.get_by_role("tab", name="Data").click()
+    studio.data.select(episode=1, frame=0, feature="observation.state", dim=0)
+    time.sleep(SETTLE_S)  # the new plot replaces the old one in the page
+    over = page.locator(".u-over:visible").first  # uPlot's cursor layer over the plot
+    over.wait_for(timeout=30_000)
+    over.scroll_into_view_if_needed()  # the plot sits below the fold of the control panel
+    time.sleep(SETTLE_S)
+    box = over.bounding_box()
+    page.mouse.move(box["x"] + 0.5 * box["width"], box["y"] + 0.5 * box["height"])
+    value = page.locator(".u-legend .u-series").first.locator(".u-value")
+    wait_for(lambda: value.inner_text().strip() not in ("", "--"), what="the cursor's x value")
+    text = value.inner_text().strip()
+    page.screenshot(path=str(artifacts / "06_data_seconds.png"))
+    t = float(text)  # seconds from the episode start ("0.4"), not a date ("1/1/70 12:00am")
+    assert 0.1 < t < 0.7, text  # episode 1: 40 frames at 50 fps, cursor near the middle
+    assert page.problems == []
+
+
+def test_close_gripper_then_slider_edit_keeps_the_prop_held(page, studio, artifacts):
+    page.get_by_role("tab", name="Jog").click()
+    studio.jog.set_q([0.0, 0.0, 0.04])  # the Jog gripper slider open
+    page.get_by_role("tab", name="Simulate").click()
+    studio.simulate.task.value = "lift-cube"
+    page.get_by_role("button", name="Start live").click()
+    try:
+        wait_for(lambda: studio.live(), what="the live session")
+        page.get_by_role("button", name="Close gripper").click()
+        s = studio.simulate.session
+        wait_for(lambda: s.snapshot()["held"] == "cube", what="the cube taken")
+        page.get_by_role("tab", name="Jog").click()
+        box = page.locator("input.mantine-NumberInput-input:visible").nth(1)  # the j2 slider's box
+        box.fill("-0.3")
+        box.press("Enter")
+        wait_for(lambda: abs(s.target[1] + 0.3) < 1e-3, what="j2 target -0.3 from the page")
+        tick = s.tick
+        wait_for(lambda: s.tick > tick + 200, what="0.2 s of physics")
+        snap = s.snapshot()
+        page.get_by_role("tab", name="Simulate").click()
+        page.get_by_text("gripper closed").first.wait_for(timeout=10_000)
+        page.screenshot(path=str(artifacts / "07_gripper_held.png"))
+        assert snap["held"] == "cube" and snap["gripper_closed"]
+        assert snap["target"][2] == pytest.approx(s.layout.gripper_closed)
+    finally:
+        studio.simulate.stop()
+    assert page.problems == []
+
+
+def test_every_text_input_has_an_accessible_label(page, studio):
+    """Each tab's text inputs (only the open tab is in the page) are found by their label. The
+    GUI's inputs are viser's size-xs text fields; viser's own size-sm field with an icon (its
+    control panel's, not the studio's) is not checked."""
+    unnamed_js = (
+        "Array.from(document.querySelectorAll('.mantine-TextInput-root[data-size=\"xs\"] input, "
+        ".mantine-Textarea-root[data-size=\"xs\"] textarea'))"
+        ".filter(i => !i.getAttribute('aria-label') && !(i.id && document.querySelector("
+        "'label[for=\"' + i.id + '\"]'))).map(i => i.parentElement.parentElement.outerHTML"
+        ".slice(0, 300))"
+    )
+    for tab, labels in (("Jog", ("Robot (name or file)", "Boxes")),
+                        ("Simulate", ("Task file (optional)",)),
+                        ("Data", ("Dataset folder",)),
+                        ("Graph", ("Graph file (optional)",))):
+        page.get_by_role("tab", name=tab).click()
+        for label in labels:
+            wait_for(lambda label=label: page.get_by_label(label, exact=True).count() >= 1,
+                     what=f"an input labelled {label!r} in {tab}")
+        assert page.evaluate(unnamed_js) == [], f"an unlabelled text input in {tab}"
 
 
 # IK compile (~15 s on a loaded host); the default test
