@@ -23,6 +23,7 @@ from caliper_jax.cli.common import (
 )
 
 POLICY_KINDS = ("bc_mlp", "act", "diffusion")
+SPLIT_CHOICES = ("train", "val", "test")       # learn.protocol.SPLIT_NAMES (not imported: no JAX at parse)
 RL_ALGOS = ("ppo",)
 
 
@@ -97,6 +98,10 @@ def register(subparsers) -> None:
     p.add_argument("policy", metavar="CHECKPOINT", help="a checkpoint or run folder, or 'scripted'")
     p.add_argument("--task", required=True, help="a zoo task name or a task file")
     episodes_args(p)
+    p.set_defaults(seed=None)
+    p.add_argument("--split", choices=SPLIT_CHOICES, default=None,
+                   help="protocol seed split (docs/learn.md): test = reported success, val = tuning; "
+                        "--seed, if given, must lie in it (default: --seed, else seed 0, a train seed)")
     p.add_argument("--no-randomize", dest="randomize", action="store_false",
                    help="every episode starts from the task file's nominal scene")
     ray_arg(p, "blocks of worlds")
@@ -370,6 +375,7 @@ def cmd_eval(args) -> int:
     from learn.evaluate import evaluate
     from tasks.schema import find_task, load_task
 
+    args.seed = _eval_seed(args)             # --seed / --split first: that error is the cheapest
     task = load_task(find_task(args.task))
     episodes = budget(at_least(args.episodes, "--episodes"), "--episodes", "batch")
     worlds = None if args.worlds is None else budget(at_least(args.worlds, "--worlds"), "--worlds", "batch")
@@ -381,12 +387,20 @@ def cmd_eval(args) -> int:
         return _eval_ray(args, task, episodes, worlds, policy)
     bar, tick = _bar(episodes, f"eval {task.name}", "episode")
     with bar:
-        res = evaluate(policy, task, episodes=episodes, num_envs=worlds, seed=seed(args.seed),
+        res = evaluate(policy, task, episodes=episodes, num_envs=worlds, seed=args.seed,
                        engine=args.engine, randomization="default" if args.randomize else None, progress=tick)
     report = res.to_dict()
     report["timing"] = dict(res.timing) if getattr(res, "timing", None) else {}
     emit(args, report, res.summary() + _findings_text(res.findings))
     return _gate(res.findings)
+
+
+def _eval_seed(args) -> int:
+    """--seed / --split -> the randomisation seed (learn.protocol.resolve_seed; one-line errors)."""
+    from learn.protocol import resolve_seed
+
+    value = None if args.seed is None else seed(args.seed)
+    return resolve_seed(value, args.split)
 
 
 def _eval_ray(args, task, episodes, worlds, policy) -> int:
@@ -400,7 +414,7 @@ def _eval_ray(args, task, episodes, worlds, policy) -> int:
     bar, tick = _bar(1, f"eval {task.name} on Ray", "block")
     with bar:
         res = ray_evaluate(args.policy, task, address=args.ray,
-                           episodes=episodes, num_envs=worlds, seed=seed(args.seed),
+                           episodes=episodes, num_envs=worlds, seed=args.seed,
                            randomization="default" if args.randomize else None,
                            progress=lambda n, total: (setattr(bar, "total", total), bar.update(n - bar.n)))
     report = res.to_dict()
@@ -466,18 +480,6 @@ def cmd_rl(args) -> int:
     return gate
 
 
-LEVELS = {"none": None, "default": "default"}
-
-
-def _level(name: str):
-    if name == "wide":
-        from tasks.env_spec import EnvRandomization
-
-        return EnvRandomization(prop_xy=0.04, prop_yaw=0.5, prop_mass=(0.5, 1.5), prop_friction=(0.6, 1.4),
-                                damping=(0.5, 2.0), gain=(0.8, 1.2), gravity=(0.97, 1.03))
-    return LEVELS[name]
-
-
 def cmd_sweep(args) -> int:
     from learn.evaluate import sweep
 
@@ -491,7 +493,7 @@ def cmd_sweep(args) -> int:
     names = {}
     for p in args.policies:
         names[p] = load_policy(p)
-    levels = {name: _level(name) for name in args.levels}
+    levels = {name: name for name in args.levels}     # tasks.env_spec.randomization_preset names
     total = len(names) * len(args.tasks) * len(levels) * len(args.seeds)
     bar, tick = _bar(total, "sweep", "run")
     if args.ray is not None:        # one Ray task per cell; checkpoints load on the workers, same paths
