@@ -367,13 +367,13 @@ _MJX: dict = {}
 
 
 def _mjx_scan(ts, policy, W: int, randomization, seed: int, allow_fps_mismatch: bool):
-    """(env, jitted chunk(params, env_state, deploy_state, key) -> (carry, outputs (T, W)), params,
-    deploy init state or None) of ``policy`` on ``W`` MJX worlds of ``ts``: ``horizon`` ticks of
-    one ``lax.scan`` whose carry holds the environment and the deploy state."""
+    """(env, jitted chunk(env_state, policy_state) -> (carry, outputs (T, W)), policy state) of
+    ``policy`` on ``W`` MJX worlds of ``ts``: ``horizon`` ticks of one ``lax.scan`` whose carry
+    holds the environment and the policy's state (:class:`learn.deploy.JaxPolicy`)."""
     import jax
     import jax.numpy as jnp
 
-    from learn.deploy import check_compatible, init_state, reset_worlds, step
+    from learn.deploy import JaxPolicy, jax_policy
     from tasks.env_mjx import MjxEnv
 
     trained = _is_trained(policy)
@@ -381,46 +381,33 @@ def _mjx_scan(ts, policy, W: int, randomization, seed: int, allow_fps_mismatch: 
            id(getattr(policy, "model", None)), id(getattr(policy, "normalizer", None)))
     entry = _MJX.get(key)
     if entry is not None and entry[0]() is ts and entry[1]() is policy:
-        env, chunk, params, spec = entry[2:]
-        if trained:
-            params = policy.chunk_fn()[2]          # the current weights (same structure)
+        env, chunk, jp = entry[2:]
     else:
         env = MjxEnv(ts, W, seed=seed, **_env_kwargs(randomization))
         if trained:
-            from learn.deploy import DeploySpec
-            from learn.features import env_observation
-
-            fn, graphdef, params = policy.chunk_fn()
-            spec, fl, L = DeploySpec.of(policy), policy.features, env.layout
-
-            def act(params, ds, es, dkey):
-                ds = reset_worlds(ds, es.terminated | es.truncated)
-                obs = env_observation(fl, L, es.obs, jnp)
-                ds, action, _ = step(spec, fn, graphdef, params, ds, obs, dkey)
-                return ds, action
+            jp = jax_policy(policy, env.layout, allow_fps_mismatch=allow_fps_mismatch)
         else:
-            params, spec = None, None
+            jp = JaxPolicy(lambda num_worlds, seed=0: (),
+                           lambda ps, obs, reset: (ps, jnp.asarray(policy(obs))), None)
 
-            def act(params, ds, es, dkey):
-                return ds, jnp.asarray(policy(es.obs))
-
-        def chunk(params, es, ds, dkey):
+        def chunk(es, ps):
             def body(carry, _):
-                es, ds = carry
-                ds, action = act(params, ds, es, dkey)
+                es, ps = carry
+                ps, action = jp.step(ps, es.obs, es.terminated | es.truncated)
                 es = env.step_state(es, action)
                 i = es.info
-                return (es, ds), (es.terminated | es.truncated, i["final_success"], i["final_return"],
+                return (es, ps), (es.terminated | es.truncated, i["final_success"], i["final_return"],
                                   i["final_length"], i["unstable"])
-            return jax.lax.scan(body, (es, ds), None, length=env.horizon)
+            return jax.lax.scan(body, (es, ps), None, length=env.horizon)
 
         chunk = jax.jit(chunk)
         policy_ref = weakref.ref(policy) if _weakrefable(policy) else (lambda p=policy: p)
-        _MJX[key] = (weakref.ref(ts), policy_ref, env, chunk, params, spec)
+        _MJX[key] = (weakref.ref(ts), policy_ref, env, chunk, jp)
     if trained:
+        from learn.deploy import check_compatible
+
         check_compatible(policy, env.layout, allow_fps_mismatch=allow_fps_mismatch)
-    ds = None if spec is None else init_state(spec, W)
-    return env, chunk, params, ds
+    return env, chunk, jp.init(W, seed)
 
 
 def _weakrefable(obj) -> bool:
@@ -434,15 +421,14 @@ def _weakrefable(obj) -> bool:
 def _run_mjx(ts, policy, W, randomization, seed, need, allow_fps_mismatch, on_episode) -> tuple[list, int]:
     import jax
 
-    env, chunk, params, ds = _mjx_scan(ts, policy, W, randomization, seed, allow_fps_mismatch)
-    key = jax.random.PRNGKey(seed)
-    es = env.jit_reset(key)
+    env, chunk, ps = _mjx_scan(ts, policy, W, randomization, seed, allow_fps_mismatch)
+    es = env.jit_reset(jax.random.PRNGKey(seed))
     count = np.zeros(W, np.int64)
     rows, ticks = [], 0
     for _ in range(need):
         if count.min() >= need:
             break
-        (es, ds), (done, fsucc, fret, flen, unst) = chunk(params, es, ds, key)
+        (es, ps), (done, fsucc, fret, flen, unst) = chunk(es, ps)
         done, fsucc, fret, flen, unst = (np.asarray(x) for x in (done, fsucc, fret, flen, unst))
         ticks += done.shape[0]
         for t, w in zip(*np.nonzero(done), strict=True):

@@ -7,11 +7,18 @@ import inspect
 import io
 import json
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from caliper_jax import notices
 from caliper_jax.errors import CaliperError
+from learn.bundle import TrainedPolicy
+from learn.config import BCConfig
 from learn.evaluate import evaluate, pooled, sweep
+from learn.features import FeatureLayout
+from learn.normalize import Normalizer
 from learn.protocol import (
     SPLIT_NAMES,
     SPLITS,
@@ -24,6 +31,7 @@ from learn.verdicts import wilson_interval
 from tasks.env_spec import EnvRandomization
 from tasks.scene import build_scene
 from tasks.schema import find_task, load_task
+from tests.test_learn_evaluate import HoldQ
 
 W = 3
 
@@ -128,3 +136,98 @@ def test_unstable_episodes_are_in_the_result_not_printed(short_lift):
     assert d["unstable_episodes"] == r.unstable_episodes and d["sim_warnings"] == r.sim_warnings
     assert [e["unstable"] for e in d["episodes"]] == [e.unstable for e in r.episodes]
     assert "ended unstable" in r.summary()
+
+
+def test_recipes_are_the_cli_defaults():
+    """`caliper learn train --policy KIND` and `caliper demo --full` start from the public recipes."""
+    from caliper_jax.cli.learn import FULL_DEMO
+    from learn.recipes import DEFAULT_RECIPE, RECIPES, recipe
+
+    assert set(DEFAULT_RECIPE) == {"bc_mlp", "act", "diffusion"}
+    for kind, name in DEFAULT_RECIPE.items():
+        assert recipe(kind) is RECIPES[name] and RECIPES[name].policy.kind == kind
+    assert RECIPES[FULL_DEMO["recipe"]].task == FULL_DEMO["task"]
+    assert recipe("act").policy.temporal_ensemble is not None and recipe("diffusion").train.ema_decay
+    assert recipe("bc_mlp").with_seed(2).train.seed == 2 and recipe("bc_mlp").train.seed == 0
+    with pytest.raises(CaliperError, match="recipe 'nope'"):
+        recipe("nope")
+
+
+def _run(policy, successes, sigs, level="none"):
+    from learn.evaluate import EpisodeResult, EvalResult, SweepRun
+
+    eps = tuple(EpisodeResult(i, 0, i, 0, s, 10, float(s)) for i, s in enumerate(successes))
+    res = EvalResult("t", policy, "mujoco", 0, len(eps), 50, 100, None, eps, [], signatures=tuple(sigs))
+    return SweepRun(policy, "t", level, 0, res)
+
+
+def test_protocol_table_mean_spread_and_wilson_on_distinct_episodes():
+    from learn.evaluate import SweepResult
+    from learn.sweep_table import protocol_table, table_text
+
+    runs = [_run("a[0]", [True, True], [b"x", b"x"]), _run("a[1]", [False, False], [b"x", b"x"]),
+            _run("a[2]", [True, False], [b"y", b"z"]), _run("b", [True, True], [b"x", b"y"])]
+    table = protocol_table(SweepResult(runs, []), {"a": ["a[0]", "a[1]", "a[2]"], "b": ["b"]})
+    a, b = table["rows"][1], table["rows"][0]              # b first: higher mean
+    assert (a["policy"], b["policy"]) == ("a", "b")
+    assert a["mean"] == pytest.approx(0.5) and a["std"] == pytest.approx(0.5)    # rates 1, 0, 0.5
+    assert (a["min"], a["max"], a["training_runs"], a["episodes"]) == (0.0, 1.0, 3, 6)
+    # per run: 1 + 1 + 2 distinct episodes; successes 1 + 0 + 1
+    assert (a["n_effective"], a["successes_effective"]) == (4, 2.0)
+    assert a["wilson95"] == list(wilson_interval(2, 4)) and b["std"] == 0.0
+    assert len(table_text(table)) == 3
+    with pytest.raises(CaliperError, match="belong to no group"):
+        protocol_table(SweepResult(runs, []), {"a": ["a[0]"]})
+
+
+# ---- a chunking policy inside MjxEnv.rollout's scan (slow: an MJX scan compiles) ------------------
+class Probe(HoldQ):
+    """Chunk entry i = q + 0.01 * (frames in the window) + 0.001 * i on joint 0: the action says
+    which chunk entry was popped and how much history the deploy state held."""
+
+    def sample(self, obs, obs_mask, key):
+        A, C = self.action_dim, self.config.chunk_size
+        q = obs[:, -1, :A] * self.gain
+        bump = 0.01 * obs_mask.sum(axis=1, keepdims=True) + 0.001 * jnp.arange(C)[None, :]    # (B, C)
+        return q[:, None, :] + bump[..., None] * (jnp.arange(A) == 0)
+
+
+def probe_policy():
+    cfg = BCConfig(n_obs_steps=2, chunk_size=4, n_action_steps=2)
+    fl = FeatureLayout(("observation.state", "observation.environment_state"), (3, 7), "action", 3, 50)
+    norm = Normalizer(np.zeros(10, np.float32), np.ones(10, np.float32), np.zeros(3, np.float32),
+                      np.ones(3, np.float32))
+    return TrainedPolicy(Probe(cfg, 10, 3), cfg, fl, norm)
+
+
+@pytest.mark.slow
+def test_mjx_rollout_runs_a_chunking_policy_inside_the_scan():
+    """`MjxEnv.rollout(state, policy.jax_policy(env.layout), T)` plays exactly what the Deployer
+    plays tick by tick, across an episode end (history and queue reset), without private imports."""
+    from learn.deploy import Deployer
+    from tasks.env_mjx import MjxEnv
+
+    tiny = build_scene(dataclasses.replace(load_task(find_task("lift-cube")), horizon_s=0.1, reward=None))
+    env = MjxEnv(tiny, 2, randomization=None)
+    pol = probe_policy()
+    jp = pol.jax_policy(env.layout)
+    assert pol.jax_policy(env.layout) is jp                    # cached: a rollout does not recompile
+    st = env.jit_reset(jax.random.PRNGKey(0))
+    T = env.horizon + 3                                        # crosses the first episode's end
+    final, tr, ps = env.rollout(st, jp, T)
+    dep = Deployer(pol, env.layout, 2)
+    obs, _ = env.reset(0)
+    want = []
+    for _ in range(T):
+        a = dep.act(obs)
+        want.append(a)
+        obs, _, term, trunc, _ = env.step(a)
+        dep.reset(term | trunc)
+    np.testing.assert_allclose(np.asarray(tr.action), np.stack(want), rtol=0, atol=1e-6)
+    act, q = np.asarray(tr.action)[:, 0, 0], np.asarray(tr.obs)[:, 0, 0]
+    # entries 0, 1 of the chunk run at tick 0 (1 frame seen), entry 0 of the one run at tick 2 (2 frames)
+    np.testing.assert_allclose([act[0] - q[0], act[1] - q[0], act[2] - q[2]], [0.01, 0.011, 0.02], atol=1e-5)
+    H = env.horizon
+    assert np.isclose(act[H] - q[H], 0.01, atol=1e-5)         # a new episode: fresh history and queue
+    _, tr2, _ = env.rollout(final, jp, 2, ps)                         # continue from the policy state
+    assert env.compile_counts()["rollout_stateful"] == 2              # T and 2 ticks: one compile each
