@@ -24,7 +24,7 @@ Parts:
 - ``success``: record ``--demos`` scripted lift-cube demonstrations (seed 0), train each policy for
   at most ``--budget-s`` seconds of wall time on this machine (steps fixed per kind below, so the
   run is deterministic; the wall time is printed), and evaluate it closed loop with contact on
-  ``--episodes`` held-out episodes (randomisation seed 1000, never seen in training). Targets:
+  ``--episodes`` held-out episodes (the first test seed of learn.protocol, never tuned on). Targets:
   BC-MLP >= 80%, ACT >= 90%, diffusion >= 80%, each within 10 minutes of training on 2 CPU cores.
 """
 from __future__ import annotations
@@ -46,14 +46,8 @@ sys.path.insert(0, str(ROOT))
 #: lerobot's venv (.ci/lerobot_compat.sh builds it); ``--lerobot-python`` overrides.
 LEROBOT_PY = ROOT / ".venv-lerobot" / "bin" / "python"
 
-#: What each policy trains with in the success benchmark (the CLI's defaults otherwise).
-RECIPES = {
-    "bc_mlp": ({"kind": "bc_mlp", "chunk_size": 10, "n_action_steps": 5}, {"steps": 3000, "lr": 1e-3}),
-    "act": ({"kind": "act", "chunk_size": 20, "n_action_steps": 1, "temporal_ensemble": 0.01},
-            {"steps": 3000, "lr": 3e-4, "warmup": 200}),
-    "diffusion": ({"kind": "diffusion", "n_obs_steps": 2, "chunk_size": 16, "n_action_steps": 8},
-                  {"steps": 3000, "lr": 1e-3, "ema_decay": 0.995}),
-}
+#: The policy kinds of the success benchmark; each trains with its recipe (learn.recipes.recipe(kind)).
+RECIPES = ("bc_mlp", "act", "diffusion")
 
 
 def _threads() -> int:
@@ -226,16 +220,17 @@ def demos(n: int, root: Path) -> Path:
 
 
 def train(kind: str, dataset: Path, budget_s: float, steps: int | None = None):
+    import dataclasses
+
     from learn.checkpoint import dataset_fingerprint
-    from learn.config import TrainConfig, config_from_dict
     from learn.data import load_frames, prepare
     from learn.policies import build_policy
+    from learn.recipes import recipe
     from learn.train import fit
 
-    pdict, tdict = RECIPES[kind]
-    tdict = dict(tdict, **({"steps": steps} if steps else {}))
-    pcfg = config_from_dict(pdict)
-    tcfg = TrainConfig(**tdict, eval_every=tdict["steps"], log_every=100)
+    rec = recipe(kind)
+    n = steps or rec.train.steps
+    pcfg, tcfg = rec.policy, dataclasses.replace(rec.train, steps=n, eval_every=n, log_every=100)
     frames = load_frames(dataset)
     split = prepare(frames, pcfg, tcfg.val_fraction, tcfg.seed)
     t0 = time.perf_counter()
@@ -279,7 +274,7 @@ def success(args, root: Path) -> dict:
     for kind in args.policies:
         res, wall = train(kind, ds, args.budget_s)
         t0 = time.perf_counter()
-        ev = evaluate(res.trained_policy(), "lift-cube", episodes=args.episodes, seed=1000)
+        ev = evaluate(res.trained_policy(), "lift-cube", episodes=args.episodes, split="test")
         out[kind] = {"train_wall_s": wall, "steps": res.steps, "steps_per_s": res.steps_per_s,
                      "compile_s": res.compile_s, "final_loss": res.history[-1]["loss"],
                      "success_rate": ev.success_rate, "wilson95": list(ev.wilson),

@@ -31,6 +31,7 @@ _export(".ik", "ik_position", "analytic_ik", "analyze", "IKOptions", "IKSolution
 _export(".motion", "MotionLimits", "CartesianLimits", "move_j", "move_l", "move_c", "retime_waypoints",
         "topp", "topp_ra_spline", "topp_torque", "path_metrics", "lint_model_path")
 _export(".calibration", "calibrate_joint_offsets", "calibrate_kinematics", "identify_dynamics")
+_export(".compile_cache", "enable_compile_cache")
 
 
 # ``ik`` is the package ``caliper_jax.ik``, which is callable (``cj.ik(model, T)`` is

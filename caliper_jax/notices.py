@@ -64,6 +64,27 @@ def clear() -> None:
         _counts.clear()
 
 
+@contextmanager
+def captured(prefix: str):
+    """Take the kinds starting with ``prefix`` counted during the block out of the counts (so the
+    CLI does not print them) into the dict yielded ({kind: n}, filled when the block ends): a
+    caller that reports them itself, e.g. an evaluation that puts MuJoCo's warnings in its result."""
+    with _lock:
+        before = dict(_counts)
+    got: dict[str, int] = {}
+    try:
+        yield got
+    finally:
+        with _lock:
+            for kind, n in list(_counts.items()):
+                if kind.startswith(prefix) and n > before.get(kind, 0):
+                    got[kind] = n - before.get(kind, 0)
+                    if before.get(kind, 0):
+                        _counts[kind] = before[kind]
+                    else:
+                        del _counts[kind]
+
+
 # ---- MuJoCo --------------------------------------------------------------------------------------
 
 def mujoco_kind(message: str) -> str:
@@ -186,5 +207,5 @@ def native_stderr(noise=SVT_NOISE):
                 os.write(2, "".join(passed).encode())
 
 
-__all__ = ["FilteredStream", "clear", "counts", "drain", "filtered_stdout", "install_mujoco", "mujoco_kind",
-           "native_stderr", "note"]
+__all__ = ["FilteredStream", "captured", "clear", "counts", "drain", "filtered_stdout", "install_mujoco",
+           "mujoco_kind", "native_stderr", "note"]

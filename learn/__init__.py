@@ -20,7 +20,10 @@ _export(".data", "Frames", "WindowDataset", "fit_normalizer", "load_frames", "pr
 _export(".checkpoint", "Checkpoint", "dataset_fingerprint", "export_safetensors", "import_safetensors",
         "load_checkpoint", "save_checkpoint")
 _export(".train", "TrainResult", "fit", "make_optimizer")
-_export(".deploy", "Deployer", "DeploySpec", "DeployState")
+_export(".deploy", "Deployer", "DeploySpec", "DeployState", "JaxPolicy", "PolicyState", "init_state",
+        "jax_policy", "reset_worlds", "step")
+_export(".protocol", "SPLITS", "split_of", "split_seeds")
+_export(".recipes", "RECIPES", "Recipe", "recipe")
 # ``evaluate`` and ``autopsy`` are functions of the modules ``learn.evaluate`` / ``learn.autopsy``:
 # not exported here, so that ``learn.evaluate`` stays the module whatever was imported first.
 _export(".evaluate", "EvalResult", "serial_eval", "sweep")

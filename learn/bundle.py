@@ -43,6 +43,15 @@ class TrainedPolicy:
 
         return fn, graphdef, state
 
+    def jax_policy(self, env_layout, *, allow_fps_mismatch: bool = False):
+        """This policy as a stateful pure-JAX policy ``(init, step)`` on raw observations of an
+        environment of ``env_layout`` (``env.layout``): :class:`learn.deploy.JaxPolicy`, which
+        :meth:`tasks.env_mjx.MjxEnv.rollout` runs inside its scan (chunks, history and temporal
+        ensembling included)."""
+        from learn.deploy import jax_policy
+
+        return jax_policy(self, env_layout, allow_fps_mismatch=allow_fps_mismatch)
+
     def predict_chunk(self, obs, obs_mask=None, key=None, images=None) -> np.ndarray:
         """(B, chunk_size, action_dim) raw actions for raw windows ``obs`` (B, n_obs, obs_dim)
         and, with cameras, ``images`` (B, n_obs, cameras, H, W, 3) uint8 (NumPy in and out;

@@ -370,14 +370,19 @@ def _restore(ckptr, directory: Path, template, where: Path):
 def load_checkpoint(path, *, expect_fingerprint: str | None = None,
                     expect_features: FeatureLayout | None = None, opt_template=None, ema_template=None,
                     builder=None) -> Checkpoint:
-    """Load checkpoint ``path``: the policy rebuilt with ``builder(config, obs_dim, action_dim)``
-    (default :func:`learn.policies.build_policy`) and its saved state; ``opt_state``/``ema_state``
+    """Load checkpoint ``path`` -- a checkpoint folder, or a training run's folder (its newest
+    ``step_*`` checkpoint, as every CLI verb takes it): the policy rebuilt with
+    ``builder(config, obs_dim, action_dim)`` (default :func:`learn.policies.build_policy`) and its
+    saved state; ``opt_state``/``ema_state``
     restored into the structure of ``opt_template``/``ema_template`` when given. Refuses (one-line
     CaliperError) a fingerprint other than ``expect_fingerprint``, features other than
     ``expect_features``, pickle files, missing/corrupt files and unknown format versions."""
     import orbax.checkpoint as ocp
 
-    path = Path(path).absolute()
+    path = Path(path)
+    if path.is_dir() and not (path / META_NAME).exists() and any(path.glob(f"{CHECKPOINT_PREFIX}*")):
+        path = resolve_checkpoint(path)           # a run folder: its newest checkpoint
+    path = path.absolute()
     meta = read_checkpoint_meta(path)
     fp = meta.get("fingerprint")
     if expect_fingerprint is not None and fp != expect_fingerprint:

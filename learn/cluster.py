@@ -246,7 +246,7 @@ def _eval_block(block: _EvalBlock) -> list:
         for e in range(block.rounds):
             draws = env.episode_draws(worlds, [e] * len(worlds))
             got, _ = _run_cpu(env, runner, 1, block.seed, lambda: None, draws=draws, identity=(worlds, e))
-            rows += [(worlds[w], e, s, n, r) for (w, _, s, n, r) in got]
+            rows += [(worlds[w], e, s, n, r, u) for (w, _, s, n, r, u) in got]
     return rows
 
 
@@ -258,7 +258,14 @@ def ray_evaluate(policy, task, *, address: str | None = None, episodes: int = 20
     :class:`learn.evaluate.EvalResult` (module doc). ``progress(done, total)`` per finished block."""
     import time
 
-    from learn.evaluate import MAX_NUM_ENVS, EpisodeResult, _check_policy, _env_kwargs, _positive_int, _result
+    from learn.evaluate import (
+        MAX_NUM_ENVS,
+        _check_policy,
+        _env_kwargs,
+        _positive_int,
+        _result,
+        episode_results,
+    )
     from tasks.env import resolve_task
     from tasks.env_spec import make_layout
 
@@ -283,8 +290,7 @@ def ray_evaluate(policy, task, *, address: str | None = None, episodes: int = 20
         parts = run_cells(_eval_block, cells, labels, progress=progress, num_cpus=num_cpus)
     wall = time.perf_counter() - t0
     rows = sorted((r for part in parts for r in part), key=lambda r: (r[1], r[0]))
-    eps = tuple(EpisodeResult(i, int(seed), w, e, s, n, r)
-                for i, (w, e, s, n, r) in enumerate(rows[:episodes]))
+    eps = episode_results(rows[:episodes], int(seed))
     return _result(ts, local, name, "mujoco", int(seed), W, make_layout(ts), randomization, eps,
                    {"wall_s": wall, "episodes_per_s": episodes / wall if wall > 0 else None,
                     "blocks": len(splits)})

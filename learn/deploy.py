@@ -273,6 +273,73 @@ def deploy_tick(policy, env_layout):
     return entry[1], entry[2], params
 
 
+class PolicyState(NamedTuple):
+    """The state of a :class:`JaxPolicy` over W worlds (a pytree: it rides in a scan's carry)."""
+
+    params: object          # the network's weights (nnx state)
+    deploy: DeployState
+    key: jax.Array          # the base key of stochastic policies
+
+
+@dataclass(frozen=True, eq=False)
+class JaxPolicy:
+    """A stateful, pure-JAX policy on raw environment observations, for ``lax.scan`` (e.g.
+    :meth:`tasks.env_mjx.MjxEnv.rollout`):
+
+    * ``init(num_worlds, seed=0) -> PolicyState`` -- fresh worlds, the policy's current weights;
+    * ``step(state, env_obs (W, env obs_dim), reset (W,) bool, images=None) -> (state, action
+      (W, nq))`` -- ``reset`` marks the worlds whose ``env_obs`` is the first of a new episode (the
+      env's ``terminated | truncated`` of the previous tick: the engines auto-reset), exactly as
+      :class:`Deployer` drives them (history, chunks, temporal ensembling, per-world keys);
+      ``images``: the env's rendered frames ``{camera: (W, H, W, 3)}`` (``info["images"]``), which a
+      policy that sees needs.
+
+    Hashable by identity (a jit static argument); :func:`jax_policy` returns the same object for
+    the same policy and environment layout, so repeated rollouts do not recompile."""
+
+    init: object
+    step: object
+    spec: DeploySpec
+
+
+_JAX_POLICIES: dict = {}
+
+
+def jax_policy(policy, env_layout, *, allow_fps_mismatch: bool = False) -> JaxPolicy:
+    """The :class:`JaxPolicy` of ``policy`` (a :class:`learn.bundle.TrainedPolicy`) on an
+    environment of ``env_layout`` (``env.layout``); refused as :class:`Deployer` refuses."""
+    from learn.features import env_observation
+
+    check_compatible(policy, env_layout, allow_fps_mismatch=allow_fps_mismatch)
+    key = (id(policy), id(policy.model), id(policy.normalizer), repr(policy.config), repr(policy.features),
+           _layout_key(env_layout), int(env_layout.fps))
+    entry = _JAX_POLICIES.get(key)
+    if entry is not None and entry[0]() is policy:
+        return entry[1]
+    fn, graphdef, _ = policy.chunk_fn()
+    spec, fl = DeploySpec.of(policy), policy.features
+
+    def init(num_worlds: int, seed: int = 0) -> PolicyState:
+        params = policy.chunk_fn()[2]                 # the current weights (same structure)
+        return PolicyState(params, init_state(spec, num_worlds), jax.random.PRNGKey(int(seed)))
+
+    names = tuple(c.name for c in fl.cameras)
+
+    def step_fn(state: PolicyState, env_obs, reset, images=None):
+        ds = reset_worlds(state.deploy, reset)
+        obs = env_observation(fl, env_layout, jnp.asarray(env_obs, jnp.float32), jnp)
+        frames = stack_images(images, names, jnp)          # None for a policy without cameras
+        ds, action, _ = step(spec, fn, graphdef, state.params, ds, obs, state.key, frames)
+        return state._replace(deploy=ds), action
+
+    jp = JaxPolicy(init, step_fn, spec)
+    pid = id(policy)
+    ref = weakref.ref(policy, lambda _: [_JAX_POLICIES.pop(k, None) for k in list(_JAX_POLICIES)
+                                         if k[0] == pid])
+    _JAX_POLICIES[key] = (ref, jp)
+    return jp
+
+
 class Deployer:
     """``policy`` (a :class:`learn.bundle.TrainedPolicy`) driving ``num_envs`` worlds of an
     environment of layout ``env_layout`` (:class:`tasks.env_spec.EnvLayout`, e.g. ``env.layout``).
@@ -330,6 +397,6 @@ def stack_images(images, names, xp=np):
     return xp.stack([xp.asarray(images[n]) for n in names], axis=1)
 
 
-__all__ = ["DeploySpec", "DeployState", "Deployer",
-           "check_cameras", "check_compatible", "deploy_tick", "init_state",
-           "reset_worlds", "stack_images", "step", "window", "world_keys"]
+__all__ = ["DeploySpec", "DeployState", "Deployer", "JaxPolicy", "PolicyState", "check_cameras",
+           "check_compatible", "deploy_tick", "init_state", "jax_policy", "reset_worlds", "stack_images",
+           "step", "window", "world_keys"]

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from caliper_jax.errors import CaliperError
+from learn.protocol import effective_count
 from learn.verdicts import eval_findings, wilson_interval
 
 ENGINES = ("mujoco", "mjx")
@@ -61,11 +62,12 @@ class EpisodeResult:
     success: bool
     steps: int            # control ticks until the episode ended (success or horizon)
     ret: float            # summed reward
+    unstable: bool = False  # it ended because the simulation went unstable (MuJoCo reset the world)
 
     def to_dict(self) -> dict:
         return {"episode": self.episode, "seed": self.seed, "world": self.world,
                 "world_episode": self.world_episode, "success": self.success, "steps": self.steps,
-                "return": self.ret}
+                "return": self.ret, "unstable": self.unstable}
 
 
 def _median(xs):
@@ -88,6 +90,12 @@ class EvalResult:
     randomization: dict | None
     episodes: tuple
     findings: list
+    #: the protocol split of ``seed`` (:mod:`learn.protocol`; None: outside every split)
+    split: str | None = None
+    #: (n,) per episode: its initial conditions (task and randomisation draws) as bytes
+    signatures: tuple = field(default=(), compare=False, repr=False)
+    #: {kind: count} of the simulator's warnings during the evaluation (not printed)
+    sim_warnings: dict = field(default_factory=dict)
     #: wall-clock numbers (wall_s, episodes_per_s, ticks): NOT deterministic, left out of to_dict
     timing: dict = field(default_factory=dict, compare=False)
 
@@ -104,8 +112,25 @@ class EvalResult:
         return self.successes / self.n
 
     @property
+    def effective(self) -> tuple[float, int]:
+        """(k_eff, N_eff): successes and trials counted once per distinct initial condition
+        (:func:`learn.protocol.effective_count`); (successes, n) when no signatures are known."""
+        if len(self.signatures) != self.n:
+            return float(self.successes), self.n
+        return effective_count([e.success for e in self.episodes], self.signatures)
+
+    @property
+    def n_effective(self) -> int:
+        return self.effective[1]
+
+    @property
     def wilson(self) -> tuple[float, float]:
-        return wilson_interval(self.successes, self.n)
+        """Wilson 95% interval on the distinct episodes (k_eff of N_eff)."""
+        return wilson_interval(*self.effective)
+
+    @property
+    def unstable_episodes(self) -> list[int]:
+        return [e.episode for e in self.episodes if e.unstable]
 
     @property
     def returns(self) -> list[float]:
@@ -126,21 +151,42 @@ class EvalResult:
     def to_dict(self) -> dict:
         """JSON-ready and deterministic (no timing)."""
         lo, hi = self.wilson
+        k_eff, n_eff = self.effective
         sts = self.steps_to_success
         return {"task": self.task, "policy": self.policy, "engine": self.engine, "seed": self.seed,
-                "num_envs": self.num_envs, "fps": self.fps, "horizon": self.horizon,
+                "split": self.split, "num_envs": self.num_envs, "fps": self.fps, "horizon": self.horizon,
                 "randomization": self.randomization, "n_episodes": self.n, "successes": self.successes,
-                "success_rate": self.success_rate, "wilson95": [lo, hi], "mean_return": self.mean_return,
+                "success_rate": self.success_rate, "n_effective": n_eff, "successes_effective": k_eff,
+                "wilson95": [lo, hi], "wilson_basis": self.wilson_basis, "mean_return": self.mean_return,
                 "median_return": self.median_return,
                 "steps_to_success": {"mean": _mean(sts), "median": _median(sts)},
+                "unstable_episodes": self.unstable_episodes, "sim_warnings": dict(self.sim_warnings),
                 "episodes": [e.to_dict() for e in self.episodes],
                 "findings": [f.to_dict() for f in self.findings]}
 
+    @property
+    def wilson_basis(self) -> str:
+        """What the Wilson interval counts, in words."""
+        n_eff = self.n_effective
+        if n_eff == self.n:
+            return f"{n_eff} distinct episodes"
+        return (f"{n_eff} distinct episode{'s' if n_eff != 1 else ''} (effective N): the {self.n} episodes "
+                f"share initial conditions (randomisation off or fixed), so repeats are not new trials")
+
     def summary(self) -> str:
         lo, hi = self.wilson
-        return (f"{self.policy} on {self.task}: {self.successes}/{self.n} successes "
-                f"({self.success_rate:.0%}, Wilson 95% [{lo:.2f}, {hi:.2f}]), "
+        split = (f" ({self.split} seed {self.seed})" if self.split else
+                 f" (seed {self.seed}, in no protocol split)")
+        text = (f"{self.policy} on {self.task}{split}: {self.successes}/{self.n} successes "
+                f"({self.success_rate:.0%}, Wilson 95% [{lo:.2f}, {hi:.2f}] on {self.wilson_basis}), "
                 f"mean return {self.mean_return:.3f}")
+        unstable = self.unstable_episodes
+        if unstable:
+            text += (f"\n  {len(unstable)} episode(s) ended unstable (the simulation blew up): "
+                     f"{', '.join(map(str, unstable[:10]))}{' ...' if len(unstable) > 10 else ''}")
+        for kind, count in self.sim_warnings.items():
+            text += f"\n  simulator: {kind} ({count} time{'s' if count != 1 else ''})"
+        return text
 
 
 # ---- helpers ------------------------------------------------------------------------------------------
@@ -170,26 +216,49 @@ def _check_policy(policy, engine: str) -> None:
 
 
 def _env_kwargs(randomization) -> dict:
-    from tasks.env_spec import EnvRandomization
+    """VecEnv keyword arguments of ``randomization``: a level name of
+    :data:`tasks.env_spec.RANDOMIZATION_LEVELS`, None (none) or an EnvRandomization."""
+    from tasks.env_spec import RANDOMIZATION_LEVELS, EnvRandomization, randomization_preset
 
     if isinstance(randomization, str):
-        if randomization != "default":
-            raise CaliperError(f"randomization {randomization!r}: expected 'default', None or an "
-                               f"EnvRandomization")
-        return {}
+        if randomization not in RANDOMIZATION_LEVELS:
+            raise CaliperError(f"randomization {randomization!r}: expected a level "
+                               f"({', '.join(RANDOMIZATION_LEVELS)}), None or an EnvRandomization")
+        # "default" is the env's own default: the task file's declared randomisation, if any
+        return {} if randomization == "default" else {"randomization": randomization_preset(randomization)}
     if randomization is not None and not isinstance(randomization, EnvRandomization):
-        raise CaliperError(f"randomization: expected 'default', None or an EnvRandomization, got "
-                           f"{type(randomization).__name__}")
+        raise CaliperError(f"randomization: expected a level ({', '.join(RANDOMIZATION_LEVELS)}), None or an "
+                           f"EnvRandomization, got {type(randomization).__name__}")
     return {"randomization": randomization}
 
 
-def _randomization_dict(randomization):
-    from tasks.env_spec import EnvRandomization
+def _resolved_randomization(ts, randomization):
+    """The EnvRandomization (or None) an env of ``ts`` runs for ``randomization``."""
+    from tasks.env_spec import randomization_preset
 
+    return randomization_preset(randomization, ts.task) if isinstance(randomization, str) else randomization
+
+
+def _randomization_dict(randomization):
+    from tasks.env_spec import EnvRandomization, randomization_preset
+
+    if isinstance(randomization, str):
+        default = randomization == "default"
+        randomization = EnvRandomization() if default else randomization_preset(randomization)
     if randomization is None:
         return None
-    spec = EnvRandomization() if isinstance(randomization, str) else randomization
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(spec).items()}
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(randomization).items()}
+
+
+def _signatures(ts, randomization, seed: int, eps) -> tuple:
+    """(n,) bytes: each episode's initial conditions (task name and randomisation draws)."""
+    from learn.protocol import draw_signature
+    from tasks.env_common import episode_draws
+
+    spec = _resolved_randomization(ts, randomization)
+    draws = episode_draws(ts, spec, seed, [e.world for e in eps], [e.world_episode for e in eps])
+    name = ts.task.name.encode()
+    return tuple(name + b"|" + draw_signature(draws, i) for i in range(len(eps)))
 
 
 def _positive_int(value, name: str) -> int:
@@ -279,7 +348,7 @@ def _runner(policy, env, seed, allow_fps_mismatch):
 
 def _run_cpu(env, runner, need: int, seed: int, on_episode, draws=None, identity=None) -> tuple[list, int]:
     """Run every world of ``env`` (reset to ``seed``, from ``draws`` when given) until each has
-    finished ``need`` episodes -> ([(world, world_episode, success, steps, return)], ticks).
+    finished ``need`` episodes -> ([(world, world_episode, success, steps, return, unstable)], ticks).
     ``identity`` (world or [worlds], episode): the key streams the policy plays (default the env's own)."""
     obs, info = env.reset(seed, options=None if draws is None else {"draws": draws})
     runner.begin(identity)
@@ -299,7 +368,8 @@ def _run_cpu(env, runner, need: int, seed: int, on_episode, draws=None, identity
             for w in np.flatnonzero(done):
                 if count[w] < need:
                     rows.append((int(w), int(count[w]), bool(ep["final_success"][w]),
-                                 int(ep["final_length"][w]), float(ep["final_return"][w])))
+                                 int(ep["final_length"][w]), float(ep["final_return"][w]),
+                                 bool(info["unstable"][w])))
                     on_episode()
                 count[w] += 1
             runner.end(done)
@@ -311,13 +381,14 @@ _MJX: dict = {}
 
 
 def _mjx_scan(ts, policy, W: int, randomization, seed: int, allow_fps_mismatch: bool, cameras=None):
-    """(env, jitted chunk(params, env_state, deploy_state, key) -> (carry, outputs (T, W)), params,
-    deploy init state or None) of ``policy`` on ``W`` MJX worlds of ``ts``: ``horizon`` ticks of
-    one ``lax.scan`` whose carry holds the environment and the deploy state."""
+    """(env, jitted chunk(env_state, policy_state) -> (carry, outputs (T, W)), policy state) of
+    ``policy`` on ``W`` MJX worlds of ``ts``: ``horizon`` ticks of one ``lax.scan`` whose carry
+    holds the environment and the policy's state (:class:`learn.deploy.JaxPolicy`); a policy that
+    sees gets its cameras' frames rendered inside the scan."""
     import jax
     import jax.numpy as jnp
 
-    from learn.deploy import check_cameras, check_compatible, init_state, reset_worlds, stack_images, step
+    from learn.deploy import JaxPolicy, check_cameras, jax_policy
     from tasks.env_mjx import MjxEnv
 
     trained = _is_trained(policy)
@@ -326,50 +397,35 @@ def _mjx_scan(ts, policy, W: int, randomization, seed: int, allow_fps_mismatch: 
            id(getattr(policy, "model", None)), id(getattr(policy, "normalizer", None)), cameras)
     entry = _MJX.get(key)
     if entry is not None and entry[0]() is ts and entry[1]() is policy:
-        env, chunk, params, spec = entry[2:]
-        if trained:
-            params = policy.chunk_fn()[2]          # the current weights (same structure)
+        env, chunk, jp = entry[2:]
     else:
         env = MjxEnv(ts, W, seed=seed, cameras=cameras or None, **_env_kwargs(randomization))
         if trained:
             check_cameras(policy, env.cameras)
-            from learn.deploy import DeploySpec
-            from learn.features import env_observation
-
-            fn, graphdef, params = policy.chunk_fn()
-            spec, fl, L = DeploySpec.of(policy), policy.features, env.layout
-            names = tuple(c.name for c in fl.cameras)
-
-            def act(params, ds, es, dkey):
-                ds = reset_worlds(ds, es.terminated | es.truncated)
-                obs = env_observation(fl, L, es.obs, jnp)
-                images = stack_images(es.info.get("images"), names, jnp)   # rendered inside the scan
-                ds, action, _ = step(spec, fn, graphdef, params, ds, obs, dkey, images)
-                return ds, action
+            jp = jax_policy(policy, env.layout, allow_fps_mismatch=allow_fps_mismatch)
         else:
-            params, spec = None, None
+            jp = JaxPolicy(lambda num_worlds, seed=0: (),
+                           lambda ps, obs, reset, images=None: (ps, jnp.asarray(policy(obs))), None)
 
-            def act(params, ds, es, dkey):
-                return ds, jnp.asarray(policy(es.obs))
-
-        def chunk(params, es, ds, dkey):
+        def chunk(es, ps):
             def body(carry, _):
-                es, ds = carry
-                ds, action = act(params, ds, es, dkey)
+                es, ps = carry
+                ps, action = jp.step(ps, es.obs, es.terminated | es.truncated, es.info.get("images"))
                 es = env.step_state(es, action)
                 i = es.info
-                return (es, ds), (es.terminated | es.truncated, i["final_success"], i["final_return"],
-                                  i["final_length"])
-            return jax.lax.scan(body, (es, ds), None, length=env.horizon)
+                return (es, ps), (es.terminated | es.truncated, i["final_success"], i["final_return"],
+                                  i["final_length"], i["unstable"])
+            return jax.lax.scan(body, (es, ps), None, length=env.horizon)
 
         chunk = jax.jit(chunk)
         policy_ref = weakref.ref(policy) if _weakrefable(policy) else (lambda p=policy: p)
-        _MJX[key] = (weakref.ref(ts), policy_ref, env, chunk, params, spec)
+        _MJX[key] = (weakref.ref(ts), policy_ref, env, chunk, jp)
     if trained:
+        from learn.deploy import check_compatible
+
         check_compatible(policy, env.layout, allow_fps_mismatch=allow_fps_mismatch)
         check_cameras(policy, env.cameras)
-    ds = None if spec is None else init_state(spec, W)
-    return env, chunk, params, ds
+    return env, chunk, jp.init(W, seed)
 
 
 def _weakrefable(obj) -> bool:
@@ -384,20 +440,20 @@ def _run_mjx(ts, policy, W, randomization, seed, need, allow_fps_mismatch, on_ep
              cameras=None) -> tuple[list, int]:
     import jax
 
-    env, chunk, params, ds = _mjx_scan(ts, policy, W, randomization, seed, allow_fps_mismatch, cameras)
-    key = jax.random.PRNGKey(seed)
-    es = env.jit_reset(key)
+    env, chunk, ps = _mjx_scan(ts, policy, W, randomization, seed, allow_fps_mismatch, cameras)
+    es = env.jit_reset(jax.random.PRNGKey(seed))
     count = np.zeros(W, np.int64)
     rows, ticks = [], 0
     for _ in range(need):
         if count.min() >= need:
             break
-        (es, ds), (done, fsucc, fret, flen) = chunk(params, es, ds, key)
-        done, fsucc, fret, flen = (np.asarray(x) for x in (done, fsucc, fret, flen))
+        (es, ps), (done, fsucc, fret, flen, unst) = chunk(es, ps)
+        done, fsucc, fret, flen, unst = (np.asarray(x) for x in (done, fsucc, fret, flen, unst))
         ticks += done.shape[0]
         for t, w in zip(*np.nonzero(done), strict=True):
             if count[w] < need:
-                rows.append((int(w), int(count[w]), bool(fsucc[t, w]), int(flen[t, w]), float(fret[t, w])))
+                rows.append((int(w), int(count[w]), bool(fsucc[t, w]), int(flen[t, w]), float(fret[t, w]),
+                             bool(unst[t, w])))
                 on_episode()
             count[w] += 1
     rows.sort(key=lambda r: (r[1], r[0]))
@@ -405,22 +461,27 @@ def _run_mjx(ts, policy, W, randomization, seed, need, allow_fps_mismatch, on_ep
 
 
 # ---- evaluate -------------------------------------------------------------------------------------------
-def evaluate(policy, task, *, episodes: int = 20, num_envs: int | None = None, seed: int = 0,
-             engine: str = "mujoco", randomization="default", progress=None, name: str | None = None,
-             allow_fps_mismatch: bool = False, nthread: int | None = None, cameras=None) -> EvalResult:
+def evaluate(policy, task, *, episodes: int = 20, num_envs: int | None = None, seed: int | None = None,
+             split: str | None = None, engine: str = "mujoco", randomization="default", progress=None,
+             name: str | None = None, allow_fps_mismatch: bool = False,
+             nthread: int | None = None, cameras=None) -> EvalResult:
     """``episodes`` seeded episodes of ``policy`` on ``task`` (a Task, task file, zoo name or built
-    TaskScene) -> :class:`EvalResult`. ``randomization``: "default", None (none) or an
+    TaskScene) -> :class:`EvalResult`. ``split``: "train", "val" or "test" (:mod:`learn.protocol`):
+    the split's first seed, or check that ``seed`` lies in it; neither given: seed 0.
+    ``randomization``: a level ("none", "default", "wide"), None (none) or an
     :class:`tasks.env_spec.EnvRandomization`. ``progress(done, total)`` after each finished
     episode. ``name``: the policy's label in the result. ``nthread``: the CPU engine's threads.
-    ``cameras``: the cameras to render (default: those the policy was trained on; module doc)."""
+    ``cameras``: the cameras to render (default: those the policy was trained on; module doc).
+    MuJoCo's warnings during the run go to ``result.sim_warnings``, not to the CLI's warning line."""
+    from caliper_jax import notices
+    from learn.protocol import resolve_seed
     from tasks.env import VecEnv, resolve_task
 
     episodes = _positive_int(episodes, "episodes")
     W = min(episodes, MAX_NUM_ENVS) if num_envs is None else _positive_int(num_envs, "num_envs")
     if engine not in ENGINES:
         raise CaliperError(f"engine={engine!r}: expected one of {', '.join(ENGINES)}")
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise CaliperError(f"seed must be an integer, got {seed!r}")
+    seed = resolve_seed(seed, split)
     _check_policy(policy, engine)
     kwargs = _env_kwargs(randomization)
     ts = resolve_task(task)
@@ -433,31 +494,41 @@ def evaluate(policy, task, *, episodes: int = 20, num_envs: int | None = None, s
             progress(min(finished[0], episodes), episodes)
 
     t0 = time.perf_counter()
-    if engine == "mujoco":
-        with VecEnv(ts, W, seed=int(seed), nthread=nthread, cameras=policy_cameras(policy, cameras),
-                    **kwargs) as env:
-            runner = _runner(policy, env, int(seed), allow_fps_mismatch)
-            rows, ticks = _run_cpu(env, runner, need, int(seed), on_episode)
-            layout = env.layout
-    else:
-        rows, ticks = _run_mjx(ts, policy, W, randomization, int(seed), need, allow_fps_mismatch, on_episode,
-                               cameras)
-        from tasks.env_spec import make_layout
+    with notices.captured("MuJoCo:") as warned:
+        if engine == "mujoco":
+            with VecEnv(ts, W, seed=int(seed), nthread=nthread, cameras=policy_cameras(policy, cameras),
+                        **kwargs) as env:
+                runner = _runner(policy, env, int(seed), allow_fps_mismatch)
+                rows, ticks = _run_cpu(env, runner, need, int(seed), on_episode)
+                layout = env.layout
+        else:
+            rows, ticks = _run_mjx(ts, policy, W, randomization, int(seed), need, allow_fps_mismatch,
+                                   on_episode, cameras)
+            from tasks.env_spec import make_layout
 
-        layout = make_layout(ts)
+            layout = make_layout(ts)
     wall = time.perf_counter() - t0
     rows.sort(key=lambda r: (r[1], r[0]))
-    eps = tuple(EpisodeResult(i, int(seed), w, e, s, n, r)
-                for i, (w, e, s, n, r) in enumerate(rows[:episodes]))
+    eps = episode_results(rows[:episodes], int(seed))
     return _result(ts, policy, name, engine, int(seed), W, layout, randomization, eps,
-                   {"wall_s": wall, "episodes_per_s": episodes / wall if wall > 0 else None, "ticks": ticks})
+                   {"wall_s": wall, "episodes_per_s": episodes / wall if wall > 0 else None, "ticks": ticks},
+                   warned)
 
 
-def _result(ts, policy, name, engine, seed, W, layout, randomization, eps, timing) -> EvalResult:
+def episode_results(rows, seed: int) -> tuple:
+    """EpisodeResults of rows (world, world_episode, success, steps, return, unstable), in order."""
+    return tuple(EpisodeResult(i, int(seed), w, e, s, n, r, u) for i, (w, e, s, n, r, u) in enumerate(rows))
+
+
+def _result(ts, policy, name, engine, seed, W, layout, randomization, eps, timing, warned=None) -> EvalResult:
+    from learn.protocol import split_of
+
     return EvalResult(task=ts.task.name, policy=name or _policy_name(policy), engine=engine, seed=seed,
                       num_envs=W, fps=int(layout.fps), horizon=int(layout.horizon),
                       randomization=_randomization_dict(randomization), episodes=eps,
-                      findings=eval_findings([e.success for e in eps], [e.ret for e in eps]), timing=timing)
+                      findings=eval_findings([e.success for e in eps], [e.ret for e in eps]),
+                      split=split_of(seed), signatures=_signatures(ts, randomization, seed, eps),
+                      sim_warnings=dict(sorted((warned or {}).items())), timing=timing)
 
 
 def serial_eval(policy, task, *, episodes: int = 20, seed: int = 0, num_envs: int | None = None,
@@ -485,8 +556,8 @@ def serial_eval(policy, task, *, episodes: int = 20, seed: int = 0, num_envs: in
             rows, n = _run_cpu(env, runner, 1, int(seed), lambda: None, draws=draws,
                                identity=(world, world_episode))
             ticks += n
-            (_, _, s, steps, r), = rows
-            eps.append(EpisodeResult(k, int(seed), world, world_episode, s, steps, r))
+            (_, _, s, steps, r, u), = rows
+            eps.append(EpisodeResult(k, int(seed), world, world_episode, s, steps, r, u))
             if progress is not None:
                 progress(k + 1, episodes)
         layout = env.layout
@@ -522,19 +593,30 @@ class SweepResult:
         return self.ranking[0]["name"]
 
 
+def pooled(results) -> dict:
+    """Episodes, successes and rate of several EvalResults together, and the Wilson 95% interval
+    on their distinct episodes (an initial condition repeated across results counts once)."""
+    succ, sigs = [], []
+    for j, res in enumerate(results):
+        sig = res.signatures if len(res.signatures) == res.n else [(j, i) for i in range(res.n)]
+        succ += [e.success for e in res.episodes]
+        sigs += list(sig)
+    k, n = sum(succ), len(succ)
+    k_eff, n_eff = effective_count(succ, sigs)
+    return {"episodes": n, "successes": k, "success_rate": k / n, "n_effective": n_eff,
+            "successes_effective": k_eff, "wilson95": list(wilson_interval(k_eff, n_eff))}
+
+
 def rank(runs) -> list[dict]:
-    """Per policy over all its runs: successes, Wilson 95% interval and mean return, ordered by
-    success rate desc, mean return desc, name asc (a total order)."""
+    """Per policy over all its runs: successes, Wilson 95% interval (on distinct episodes) and mean
+    return, ordered by success rate desc, mean return desc, name asc (a total order)."""
     by = {}
     for r in runs:
         by.setdefault(r.policy, []).append(r.result)
     out = []
     for name, results in by.items():
         eps = [e for res in results for e in res.episodes]
-        k, n = sum(e.success for e in eps), len(eps)
-        lo, hi = wilson_interval(k, n)
-        out.append({"name": name, "episodes": n, "successes": k, "success_rate": k / n, "wilson95": [lo, hi],
-                    "mean_return": _mean([e.ret for e in eps])})
+        out.append({"name": name, **pooled(results), "mean_return": _mean([e.ret for e in eps])})
     out.sort(key=lambda d: (-d["success_rate"], -d["mean_return"], d["name"]))
     for i, d in enumerate(out):
         d["rank"] = i + 1
@@ -579,5 +661,5 @@ def sweep(policies: dict, tasks, *, randomization_levels: dict | None = None, se
     return SweepResult(runs, rank(runs))
 
 
-__all__ = ["ENGINES", "EpisodeResult", "EvalResult", "SweepResult", "SweepRun", "evaluate", "rank",
-           "serial_eval", "sweep"]
+__all__ = ["ENGINES", "EpisodeResult", "EvalResult", "SweepResult", "SweepRun", "episode_results", "evaluate",
+           "pooled", "rank", "serial_eval", "sweep"]

@@ -18,7 +18,8 @@ _export(".predicates", "describe", "evaluate_np", "evaluator", "evaluator_np", "
 _export(".scene", "TaskScene", "build_scene")
 _export(".witness", "Witness", "verify_witness")   # the function witness: tasks.witness.witness
 _export(".check", "check_task")
-_export(".env_spec", "EnvLayout", "EnvRandomization", "observation_parts")
+_export(".env_spec", "EnvLayout", "EnvRandomization", "RANDOMIZATION_LEVELS", "observation_parts",
+        "randomization_preset")
 _export(".env", "VecEnv")
 _export(".env_mjx", "MjxEnv")
 _export(".expert", "ScriptedExpert", "plan_demo")

@@ -80,6 +80,25 @@ def draw_shapes(L: S.EnvLayout, nu: int) -> dict:
             "damping": (L.nv,), "gain": (nu,), "gravity": ()}
 
 
+
+def episode_draws(task_scene, randomization, seed: int, worlds, episodes) -> dict:
+    """{field: (n, ...) float32}: the draws of episode ``episodes[i]`` of world ``worlds[i]`` of an
+    env of ``task_scene`` with ``randomization`` (the resolved spec, ``env.randomization``; None:
+    {}) and ``seed`` -- what either engine draws for those episodes, without building an env."""
+    import jax
+
+    if randomization is None:
+        return {}
+    shapes = draw_shapes(S.make_layout(task_scene), task_scene.scene.mj.nu)
+    base = jax.random.PRNGKey(int(seed))
+
+    def one(world, episode):
+        return S.draw(randomization, jax.random.fold_in(jax.random.fold_in(base, world), episode), shapes)
+
+    w = np.asarray(worlds, np.int32).reshape(-1)
+    e = np.asarray(episodes, np.int32).reshape(-1)
+    return {k: np.asarray(v) for k, v in jax.vmap(one)(w, e).items()}
+
 #: Relative slack of the range check on given draws: a float32 draw may round a few ulps past a bound.
 _RANGE_SLACK = 8 * float(np.finfo(np.float32).eps)
 

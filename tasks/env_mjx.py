@@ -162,9 +162,11 @@ class MjxEnv(EnvShapes):
         # One compilation each, shared by every MjxEnv of the same built scene, world count,
         # randomisation and precision (their tables are equal); a new key or draw never retraces.
         key = ("mjx", self.num_envs, randomization, str(self._d0.qpos.dtype), self.cameras)
-        self._reset_jit, self.jit_step, self._rollout_jit, self._replay_jit = _cached(
+        (self._reset_jit, self.jit_step, self._rollout_jit, self._replay_jit,
+         self._rollout_stateful_jit) = _cached(
             ts.scene, key, lambda: (jax.jit(self.reset_state), jax.jit(self.step_state),
-                                    jax.jit(self._rollout, static_argnums=(1, 2)), jax.jit(self._replay)))
+                                    jax.jit(self._rollout, static_argnums=(1, 2)), jax.jit(self._replay),
+                                    jax.jit(self._rollout_stateful, static_argnums=(2, 3))))
         self._seed = int(seed)
         self._state = None
         self._closed = False
@@ -434,7 +436,7 @@ class MjxEnv(EnvShapes):
         """{function: number of compilations so far} of the jitted reset, step, rollout and replay
         (shared by the envs of one scene and configuration): new keys or draws never add one."""
         fns = {"reset": self._reset_jit, "step": self.jit_step, "rollout": self._rollout_jit,
-               "replay": self._replay_jit}
+               "replay": self._replay_jit, "rollout_stateful": self._rollout_stateful_jit}
         return {k: int(f._cache_size()) for k, f in fns.items()}
 
     def step_state(self, state: State, action) -> State:
@@ -447,28 +449,55 @@ class MjxEnv(EnvShapes):
             mxb, state._replace(key=None), action, state.key, worlds)
         return out._replace(key=state.key)
 
-    def _scan(self, state: State, act, xs, length):
-        def body(s, x):
-            a = act(s.obs, x)
+    def _scan(self, state: State, act, xs, length, pstate=()):
+        """``lax.scan`` of ``act(pstate, state, x) -> (pstate, action)`` then a tick -> (State,
+        pstate, Transition); ``pstate`` rides in the carry (a stateful policy's state)."""
+        def body(carry, x):
+            s, ps = carry
+            ps, a = act(ps, s, x)
             n = self.step_state(s, a)
-            return n, Transition(s.obs, a, n.reward, n.terminated, n.truncated, n.info["success"],
-                                 n.info["final_success"], n.info["final_obs"], s.info.get("images"))
-        return jax.lax.scan(body, state, xs, length=length)
+            return (n, ps), Transition(s.obs, a, n.reward, n.terminated, n.truncated, n.info["success"],
+                                       n.info["final_success"], n.info["final_obs"], s.info.get("images"))
+        (s, ps), tr = jax.lax.scan(body, (state, pstate), xs, length=length)
+        return s, ps, tr
 
     def _rollout(self, state, policy, ticks):
-        return self._scan(state, lambda obs, _: policy(obs), None, ticks)
+        s, _, tr = self._scan(state, lambda ps, s, _: (ps, policy(s.obs)), None, ticks)
+        return s, tr
+
+    def _rollout_stateful(self, state, pstate, policy, ticks):
+        def act(ps, s, _):
+            images = s.info.get("images")         # rendered cameras go to the policy when there are some
+            extra = () if images is None else (images,)
+            return policy.step(ps, s.obs, s.terminated | s.truncated, *extra)
+        s, ps, tr = self._scan(state, act, None, ticks, pstate)
+        return s, tr, ps
 
     def _replay(self, state, actions):
-        return self._scan(state, lambda obs, a: a, actions, None)
+        s, _, tr = self._scan(state, lambda ps, s, a: (ps, a), actions, None)
+        return s, tr
 
-    def rollout(self, state: State, policy, ticks: int):
-        """``ticks`` control ticks of every world as one jitted ``lax.scan`` -> (final State,
-        Transition (T, W, ...)). ``policy(obs (W, obs_dim)) -> action (W, nq)``: a pure JAX
-        function (hashable; a new function object compiles anew)."""
-        if not callable(policy):
-            raise CaliperError(f"rollout: policy must be callable, got {type(policy).__name__}")
+    def rollout(self, state: State, policy, ticks: int, policy_state=None):
+        """``ticks`` control ticks of every world as one jitted ``lax.scan``.
+
+        ``policy``: a pure JAX function ``obs (W, obs_dim) -> action (W, nq)`` (hashable; a new
+        function object compiles anew) -> (final State, Transition (T, W, ...)); or a stateful
+        policy with ``init(num_worlds)`` and ``step(pstate, obs, reset (W,) bool[, images]) ->
+        (pstate, action)`` (``images``: the rendered ``{camera: (W, H, W, 3)}``, given when the env has
+        cameras; e.g. :meth:`learn.bundle.TrainedPolicy.jax_policy`: chunks and history inside
+        the scan; ``reset`` is the previous tick's ``terminated | truncated``) -> (final State,
+        Transition, final policy state). ``policy_state``: continue from it (default
+        ``policy.init(num_envs)``)."""
+        if not callable(policy) and not _stateful(policy):
+            raise CaliperError(f"rollout: policy must be callable obs -> action, or have init() and step(), "
+                               f"got {type(policy).__name__}")
         if not isinstance(ticks, (int, np.integer)) or ticks < 1:
             raise CaliperError(f"rollout: ticks must be an integer >= 1, got {ticks!r}")
+        if _stateful(policy):
+            pstate = policy.init(self.num_envs) if policy_state is None else policy_state
+            return self._rollout_stateful_jit(state, pstate, policy, int(ticks))
+        if policy_state is not None:
+            raise CaliperError("rollout: policy_state is for a stateful policy (with init() and step())")
         return self._rollout_jit(state, policy, int(ticks))
 
     def replay(self, state: State, actions):
@@ -554,6 +583,10 @@ class MjxEnv(EnvShapes):
 
     def __repr__(self) -> str:
         return f"MjxEnv({self.task.name!r}, num_envs={self.num_envs})"
+
+
+def _stateful(policy) -> bool:
+    return callable(getattr(policy, "init", None)) and callable(getattr(policy, "step", None))
 
 
 def jax_fold(key, world, episode):

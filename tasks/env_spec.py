@@ -154,6 +154,30 @@ class EnvRandomization:
             object.__setattr__(self, name, (lo, hi))
 
 
+#: The named randomisation levels: "none" (every episode starts from the task file's nominal
+#: scene), "default" (the task file's declared randomisation, else ``EnvRandomization()``) and
+#: "wide" (twice the default prop offsets, wider physics factors and +-3 % gravity).
+RANDOMIZATION_LEVELS = ("none", "default", "wide")
+WIDE_RANDOMIZATION = EnvRandomization(prop_xy=0.04, prop_yaw=0.5, prop_mass=(0.5, 1.5),
+                                      prop_friction=(0.6, 1.4), damping=(0.5, 2.0), gain=(0.8, 1.2),
+                                      gravity=(0.97, 1.03))
+
+
+def randomization_preset(level: str, task=None) -> EnvRandomization | None:
+    """The :class:`EnvRandomization` of level ``level`` (:data:`RANDOMIZATION_LEVELS`); for
+    "default", the one ``task`` (a :class:`tasks.schema.Task`, optional) declares, if any."""
+    if level not in RANDOMIZATION_LEVELS:
+        raise CaliperError(f"randomization level {level!r}: expected one of "
+                           f"{', '.join(RANDOMIZATION_LEVELS)}")
+    if level == "none":
+        return None
+    if level == "wide":
+        return WIDE_RANDOMIZATION
+    if task is not None and getattr(task, "randomization", None) is not None:
+        return declared_randomization(task)
+    return EnvRandomization()
+
+
 def task_randomization(task, given, default):
     """The randomisation an env runs: ``given``, except that the env's default (``given is
     default``) gives way to the randomisation the task file declares (schema v2)."""
@@ -301,6 +325,6 @@ def yaw_quat(xp, yaw):
 
 
 __all__ = ["DEFAULT_FPS", "DEFAULT_HORIZON_S", "EnvLayout", "EnvRandomization", "GRASP_MARGIN",
-           "RANDOM_FIELDS", "closing", "control_rates", "draw", "grasp_candidates", "grasp_update",
-           "jaw_body", "jaw_box", "make_layout", "observation", "observation_parts", "prop_reach",
-           "task_randomization", "yaw_quat"]
+           "RANDOMIZATION_LEVELS", "RANDOM_FIELDS", "WIDE_RANDOMIZATION", "closing", "control_rates", "draw",
+           "grasp_candidates", "grasp_update", "jaw_body", "jaw_box", "make_layout", "observation",
+           "observation_parts", "prop_reach", "randomization_preset", "task_randomization", "yaw_quat"]

@@ -111,3 +111,24 @@ def test_demo_full_learns_lift_cube(tmp_path):
     assert report["stages"]["demos"]["successes"] == 40
     assert report["verdict"]["success_rate"] >= 0.7
     assert (tmp_path / "full" / "demos" / "meta" / "info.json").is_file()
+
+
+def test_sweep_runs_the_protocol_with_training_seed_groups(run_dir, tmp_path):
+    """`learn sweep NAME=RUN1,RUN2 --split test --table --png`: one row per policy x task x level with
+    the runs' mean +- spread and a Wilson interval on distinct episodes (level none: 1 per run)."""
+    table, png = tmp_path / "table.json", tmp_path / "sweep.png"
+    code, text, err = run("learn", "sweep", f"bc={run_dir},{run_dir}", "--task", "lift-cube", "--levels",
+                          "none", "default", "--split", "test", "--episodes", "2", "--table", table,
+                          "--png", png, "--json")
+    assert code == 0, err
+    report = json.loads(text)
+    rows = {r["level"]: r for r in report["table"]["rows"]}
+    assert report["table"]["eval_seeds"] == [1_000_000] and report["table"]["split"] == ["test"]
+    assert [r["run"] for r in rows["none"]["per_run"]] == ["bc[0]", "bc[1]"]
+    assert rows["none"]["training_runs"] == 2 and rows["none"]["std"] == 0.0     # the same run twice
+    assert (rows["none"]["episodes"], rows["none"]["n_effective"]) == (4, 2)
+    assert (rows["default"]["episodes"], rows["default"]["n_effective"]) == (4, 4)
+    assert json.loads(table.read_text()) == report["table"] and png.stat().st_size > 0
+    code, _, err = run("learn", "sweep", f"bc={run_dir}", "--task", "lift-cube", "--split", "test", "--seeds",
+                       "7")
+    assert code == 2 and "seed 7 is not a test seed" in err

@@ -333,3 +333,22 @@ def test_report_on_the_same_terminal_ends_the_stage_line(monkeypatch):
         drawn = err.getvalue()
     assert out.getvalue() == "report\n" and err.getvalue() == drawn and drawn.endswith("\r")
     assert sys.stdout is out
+
+
+PYTHON_CACHE = textwrap.dedent("""
+    import json, sys
+    import caliper_jax as cj
+    folder = cj.enable_compile_cache(sys.argv[1])
+    import jax, jax.numpy as jnp
+    jax.jit(lambda x: jnp.sin(x) * 3.0 + 1.0)(jnp.ones(7)).block_until_ready()
+    print(json.dumps({"folder": str(folder), "entries": len(list(folder.iterdir()))}))
+""")
+
+
+def test_python_call_turns_on_the_compile_cache(tmp_path):
+    """`caliper_jax.enable_compile_cache(path)`: the CLI's cache for a Python session (issue 32)."""
+    proc = subprocess.run([sys.executable, "-c", PYTHON_CACHE, str(tmp_path / "py")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["folder"] == str(tmp_path / "py") and got["entries"] >= 1

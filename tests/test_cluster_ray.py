@@ -193,5 +193,6 @@ def test_cli_sweep_joins_the_head_by_address(head):
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads(out.stdout)
-    want = sweep({"scripted": "scripted"}, "lift-cube", randomization_levels={"none": None}, episodes=1)
+    assert report.pop("table")["rows"][0]["policy"] == "scripted"      # the protocol table (CLI only)
+    want = sweep({"scripted": "scripted"}, "lift-cube", randomization_levels={"none": "none"}, episodes=1)
     assert json.dumps(report, sort_keys=True) == dumps(want)

@@ -319,3 +319,17 @@ def test_fingerprint_stable_under_copy_and_changed_by_edits(tmp_path):
     info = json.loads(info_path.read_text())
     info_path.write_text(json.dumps({**info, "fps": info["fps"] + 1}))
     assert dataset_fingerprint(root) != fp
+
+
+def test_load_checkpoint_takes_a_run_folder(tmp_path):
+    """A training run's folder loads its newest step_* checkpoint, as every CLI verb takes it."""
+    from learn.policies import build_policy
+
+    run = tmp_path / "run"
+    for step, seed in ((1, 1), (2, 2)):
+        model = build_policy(CONFIG, LAYOUT.obs_dim, LAYOUT.action_dim, seed=seed)
+        save_checkpoint(run / f"step_{step:08d}", model=model, config=CONFIG, train_config=None,
+                        features=LAYOUT, normalizer=NORM, fingerprint=FP, step=step)
+    ck = load_checkpoint(run)
+    assert ck.step == 2
+    _equal_trees(model_params(ck.policy.model), model_params(model))

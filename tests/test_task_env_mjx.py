@@ -134,7 +134,7 @@ def test_reset_and_step_are_pure_jitted_vmapped_and_deterministic(env):
     # a new key restarts the streams without retracing reset or step
     s4 = env.jit_step(env.jit_reset(jax.random.PRNGKey(1)), a)
     np.testing.assert_array_equal(s4.obs, s1.obs)               # randomisation off: keys change nothing
-    assert env.compile_counts() == {"reset": 1, "step": 1, "rollout": 0, "replay": 0}
+    assert env.compile_counts() == {"reset": 1, "step": 1, "rollout": 0, "replay": 0, "rollout_stateful": 0}
 
 
 def test_parity_with_the_cpu_engine_first_100_ticks(env, task_scene):
@@ -238,5 +238,5 @@ def test_randomised_worlds_are_model_leaves_drawn_like_the_cpu_engine_without_re
     env.reset()
     env.step(np.asarray(a))                                     # the NumPy face: next episodes
     assert env.state.episode.tolist() == [1, 1]
-    assert env.compile_counts() == {"reset": 1, "step": 1, "rollout": 0, "replay": 0}
+    assert env.compile_counts() == {"reset": 1, "step": 1, "rollout": 0, "replay": 0, "rollout_stateful": 0}
     cpu.close()

@@ -26,6 +26,7 @@ from caliper_jax.cli.common import (
 from learn.features import IMAGE_BUDGET_MB, OBS_SETS
 
 POLICY_KINDS = ("bc_mlp", "act", "diffusion")
+SPLIT_CHOICES = ("train", "val", "test")       # learn.protocol.SPLIT_NAMES (not imported: no JAX at parse)
 RL_ALGOS = ("ppo",)
 
 
@@ -42,7 +43,11 @@ def register(subparsers) -> None:
 
     p = add("train", cmd_train, "train a policy on a LeRobot v3 dataset (orbax checkpoints in --out)")
     p.add_argument("dataset", metavar="DATASET", help="a LeRobot v3 dataset folder")
-    p.add_argument("--policy", choices=POLICY_KINDS, default="bc_mlp", help="policy kind (default bc_mlp)")
+    p.add_argument("--policy", choices=POLICY_KINDS, default=None,
+                   help="policy kind (default bc_mlp, or the --recipe's); its defaults are the kind's recipe")
+    p.add_argument("--recipe", default=None, metavar="NAME",
+                   help="start from a named recipe of learn.recipes (bc-lift-cube, act-lift-cube, "
+                        "diffusion-lift-cube, demo-full); default: the --policy kind's")
     p.add_argument("--out", required=True, metavar="DIR", help="a new folder for the run's checkpoints")
     p.add_argument("--steps", type=int, default=None, help="optimiser updates (default: the train config's)")
     p.add_argument("--batch-size", type=int, default=None, help="batch size (default 64)")
@@ -105,16 +110,29 @@ def register(subparsers) -> None:
     p.add_argument("policy", metavar="CHECKPOINT", help="a checkpoint or run folder, or 'scripted'")
     p.add_argument("--task", required=True, help="a zoo task name or a task file")
     episodes_args(p)
+    p.set_defaults(seed=None)
+    p.add_argument("--split", choices=SPLIT_CHOICES, default=None,
+                   help="protocol seed split (docs/learn.md): test = reported success, val = tuning; "
+                        "--seed, if given, must lie in it (default: --seed, else seed 0, a train seed)")
     p.add_argument("--no-randomize", dest="randomize", action="store_false",
                    help="every episode starts from the task file's nominal scene")
     ray_arg(p, "blocks of worlds")
 
-    p = add("sweep", cmd_sweep, "policies x tasks x randomisation levels x seeds, ranked")
-    p.add_argument("policies", metavar="CHECKPOINT", nargs="+", help="checkpoints / run folders / 'scripted'")
+    p = add("sweep", cmd_sweep, "the protocol: policies (x training seeds) x tasks x randomisation levels x "
+                                "eval seeds, ranked, with a table of mean +- spread and Wilson intervals")
+    p.add_argument("policies", metavar="CHECKPOINT", nargs="+",
+                   help="checkpoints / run folders / 'scripted'; NAME=RUN1,RUN2,RUN3 groups the runs of one "
+                        "recipe trained with different seeds (the table's mean +- spread)")
     p.add_argument("--task", dest="tasks", action="append", required=True, help="a task (repeatable)")
     p.add_argument("--levels", nargs="+", choices=("none", "default", "wide"), default=["none", "default"],
                    help="randomisation levels (default: none default)")
-    p.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds (default 0)")
+    p.add_argument("--seeds", nargs="+", type=int, default=None,
+                   help="evaluation seeds (default: the --split's first, else 0)")
+    p.add_argument("--split", choices=SPLIT_CHOICES, default=None,
+                   help="protocol seed split of the evaluation seeds (test: the reported figures)")
+    p.add_argument("--table", metavar="FILE.json", default=None,
+                   help="write the protocol table (per policy x task x level: mean +- spread over training "
+                        "runs, Wilson 95%% on distinct episodes) as JSON")
     p.add_argument("--episodes", type=int, default=20, help="episodes per run (default 20)")
     p.add_argument("--worlds", type=int, default=None, help="parallel worlds")
     p.add_argument("--png", metavar="FILE.png", help="plot success per randomisation level")
@@ -210,16 +228,17 @@ def cmd_train(args) -> int:
     from pathlib import Path
 
     from caliper_jax.errors import CaliperError
-    from learn.config import (
-        POLICY_CONFIGS,
-        TrainConfig,
-        config_from_dict,
-        config_to_dict,
-        train_config_from_dict,
-    )
+    from learn.config import config_from_dict, config_to_dict, train_config_from_dict
     from learn.data import load_frames, prepare
     from learn.policies import build_policy
+    from learn.recipes import recipe
     from learn.train import fit
+
+    rec = recipe(args.recipe or args.policy or "bc_mlp")
+    if args.recipe and args.policy and rec.policy.kind != args.policy:
+        raise CaliperError(f"--recipe {args.recipe} trains a {rec.policy.kind} policy, not --policy "
+                           f"{args.policy}")
+    args.policy = rec.policy.kind
 
     out = Path(args.out)
     if out.exists() and any(out.iterdir()) and not args.resume:
@@ -228,7 +247,7 @@ def cmd_train(args) -> int:
     output_dir(out, "--out", empty=not args.resume)          # writable: checked before any work
     if args.png:
         output_file(args.png, "--png")
-    policy_cfg = config_from_dict({**config_to_dict(POLICY_CONFIGS[args.policy]()),
+    policy_cfg = config_from_dict({**config_to_dict(rec.policy),
                                    **_json_arg(args.config, "--config"), "kind": args.policy}, "--config")
     overrides = _json_arg(args.train_config, "--train-config")
     if args.lr is not None:
@@ -240,9 +259,7 @@ def cmd_train(args) -> int:
         if getattr(args, flag) is not None:
             overrides[key] = getattr(args, flag)
     overrides.setdefault("seed", seed(args.seed))
-    if args.policy == "diffusion":
-        overrides.setdefault("ema_decay", 0.995)
-    train_cfg = train_config_from_dict({**config_to_dict(TrainConfig()), **overrides}, "--train-config")
+    train_cfg = train_config_from_dict({**config_to_dict(rec.train), **overrides}, "--train-config")
     budget(train_cfg.steps, "--steps (optimiser updates)")
     budget(train_cfg.batch_size, "--batch-size", "batch")
     _check_policy_sizes(policy_cfg, train_cfg)
@@ -271,7 +288,7 @@ def cmd_train(args) -> int:
 
         barrier("caliper-train-end")        # process 0 has written the last checkpoint
     hist = res.history
-    report = {"dataset": str(args.dataset), "policy": config_to_dict(policy_cfg),
+    report = {"dataset": str(args.dataset), "recipe": rec.name, "policy": config_to_dict(policy_cfg),
               "train": config_to_dict(train_cfg),
               "out": str(out), "checkpoint": str(res.checkpoint), "steps": res.steps,
               "train_episodes": len(split.train_ids), "val_episodes": len(split.val_ids),
@@ -375,6 +392,7 @@ def cmd_eval(args) -> int:
     from learn.evaluate import evaluate
     from tasks.schema import find_task, load_task
 
+    args.seed = _eval_seed(args)             # --seed / --split first: that error is the cheapest
     task = load_task(find_task(args.task))
     episodes = budget(at_least(args.episodes, "--episodes"), "--episodes", "batch")
     worlds = None if args.worlds is None else budget(at_least(args.worlds, "--worlds"), "--worlds", "batch")
@@ -386,12 +404,20 @@ def cmd_eval(args) -> int:
         return _eval_ray(args, task, episodes, worlds, policy)
     bar, tick = _bar(episodes, f"eval {task.name}", "episode")
     with bar:
-        res = evaluate(policy, task, episodes=episodes, num_envs=worlds, seed=seed(args.seed),
+        res = evaluate(policy, task, episodes=episodes, num_envs=worlds, seed=args.seed,
                        engine=args.engine, randomization="default" if args.randomize else None, progress=tick)
     report = res.to_dict()
     report["timing"] = dict(res.timing) if getattr(res, "timing", None) else {}
     emit(args, report, res.summary() + _findings_text(res.findings))
     return _gate(res.findings)
+
+
+def _eval_seed(args) -> int:
+    """--seed / --split -> the randomisation seed (learn.protocol.resolve_seed; one-line errors)."""
+    from learn.protocol import resolve_seed
+
+    value = None if args.seed is None else seed(args.seed)
+    return resolve_seed(value, args.split)
 
 
 def _eval_ray(args, task, episodes, worlds, policy) -> int:
@@ -401,7 +427,7 @@ def _eval_ray(args, task, episodes, worlds, policy) -> int:
     bar, tick = _bar(1, f"eval {task.name} on Ray", "block")
     with bar:
         res = ray_evaluate(args.policy, task, address=args.ray,
-                           episodes=episodes, num_envs=worlds, seed=seed(args.seed),
+                           episodes=episodes, num_envs=worlds, seed=args.seed,
                            randomization="default" if args.randomize else None,
                            progress=lambda n, total: (setattr(bar, "total", total), bar.update(n - bar.n)))
     report = res.to_dict()
@@ -467,91 +493,91 @@ def cmd_rl(args) -> int:
     return gate
 
 
-LEVELS = {"none": None, "default": "default"}
+def _policy_groups(specs) -> dict:
+    """``CHECKPOINT`` / ``NAME=RUN1,RUN2`` arguments -> {name: [(sweep key, path)]}."""
+    from caliper_jax.errors import CaliperError
+
+    groups: dict = {}
+    for spec in specs:
+        name, sep, paths = spec.partition("=")
+        paths = [p for p in paths.split(",")] if sep else [spec]
+        if not name or any(not p for p in paths):
+            raise CaliperError(f"policy {spec!r}: expected CHECKPOINT or NAME=RUN1,RUN2,...")
+        if name in groups:
+            raise CaliperError(f"policy {name!r} given twice")
+        groups[name] = [(name if len(paths) == 1 else f"{name}[{i}]", p) for i, p in enumerate(paths)]
+    return groups
 
 
-def _level(name: str):
-    if name == "wide":
-        from tasks.env_spec import EnvRandomization
+def _sweep_seeds(args) -> list[int]:
+    from learn.protocol import resolve_seed
 
-        return EnvRandomization(prop_xy=0.04, prop_yaw=0.5, prop_mass=(0.5, 1.5), prop_friction=(0.6, 1.4),
-                                damping=(0.5, 2.0), gain=(0.8, 1.2), gravity=(0.97, 1.03))
-    return LEVELS[name]
+    if args.seeds is None:
+        return [resolve_seed(None, args.split)]
+    return [resolve_seed(seed(s, "--seeds"), args.split) for s in args.seeds]
 
 
 def cmd_sweep(args) -> int:
+    import json
+
     from learn.evaluate import sweep
+    from learn.sweep_table import plot_table, protocol_table, table_text
 
     episodes = budget(at_least(args.episodes, "--episodes"), "--episodes", "batch")
     if args.worlds is not None:
         budget(at_least(args.worlds, "--worlds"), "--worlds", "batch")
-    runs = len(args.policies) * len(args.tasks) * len(args.levels) * len(args.seeds)
+    groups = _policy_groups(args.policies)
+    seeds = _sweep_seeds(args)
+    n_runs = sum(len(v) for v in groups.values())
+    runs = n_runs * len(args.tasks) * len(args.levels) * len(seeds)
     budget(float(runs) * episodes, "policies x --task x --levels x --seeds x --episodes (episodes)", "batch")
-    if args.png:
-        output_file(args.png, "--png")
-    names = {}
-    for p in args.policies:
-        names[p] = load_policy(p)
-    levels = {name: _level(name) for name in args.levels}
-    total = len(names) * len(args.tasks) * len(levels) * len(args.seeds)
-    bar, tick = _bar(total, "sweep", "run")
+    for flag, path in (("--png", args.png), ("--table", args.table)):
+        if path:
+            output_file(path, flag)
+    names = {key: load_policy(path) for members in groups.values() for key, path in members}
+    levels = {name: name for name in args.levels}     # tasks.env_spec.randomization_preset names
+    bar, tick = _bar(runs, "sweep", "run")
     if args.ray is not None:        # one Ray task per cell; checkpoints load on the workers, same paths
         from functools import partial
 
         from learn.cluster import ray_sweep, require_ray
 
         require_ray()
-        sweep, names = partial(ray_sweep, address=args.ray), {p: p for p in names}
+        sweep = partial(ray_sweep, address=args.ray)
+        names = {key: path for members in groups.values() for key, path in members}
     with bar:
-        res = sweep(names, args.tasks, randomization_levels=levels, seeds=tuple(args.seeds),
+        res = sweep(names, args.tasks, randomization_levels=levels, seeds=tuple(seeds),
                     episodes=episodes, num_envs=args.worlds, progress=tick)
-    report = res.to_dict()
+    table = protocol_table(res, {name: [k for k, _ in members] for name, members in groups.items()})
+    from learn.protocol import split_of
+
+    table["eval_seeds"], table["split"] = seeds, sorted({str(split_of(s)) for s in seeds})
+    report = {**res.to_dict(), "table": table}
     lines = ["rank  policy                          success   wilson95        mean return"]
     for i, row in enumerate(res.ranking, 1):
         lo, hi = row["wilson95"]
         lines.append(f"{i:>4}  {row['name']:<30}  {row['successes']:>3}/{row['episodes']:<4} "
                      f"[{lo:.2f}, {hi:.2f}]   {row['mean_return']:.3f}")
+    lines += ["", f"evaluation seeds {seeds} (split {', '.join(table['split'])}); Wilson on distinct "
+                  f"episodes (N_eff)", *table_text(table)]
+    if args.table:
+        from pathlib import Path
+
+        from caliper_jax.dataset.atomic import write_atomic
+
+        with runtime.writing():
+            write_atomic(Path(args.table), (json.dumps(table, indent=1, sort_keys=True) + "\n").encode())
+        report["table_file"] = str(args.table)
+        lines.append(f"table: {args.table}")
     note = None
     if args.png:
         with runtime.writing(), runtime.partial_output(args.png):
-            note = _plot_sweep(args.png, res)
+            note = plot_table(args.png, table)
         report["png"] = None if note else str(args.png)
     if note or args.png:
         lines.append(note or f"plot: {args.png}")
     emit(args, report, "\n".join(lines))
     return 0
-
-
-def _plot_sweep(path, res):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return 'matplotlib is not installed (pip install "caliper-jax[plot]"); no plot written'
-    rows = res.to_dict()["runs"]
-    levels = sorted({r["level"] for r in rows})
-    names = sorted({r["policy"] for r in rows})
-    fig, ax = plt.subplots(figsize=(7, 4))
-    width = 0.8 / max(len(names), 1)
-    for i, name in enumerate(names):
-        rates = []
-        for lv in levels:
-            sel = [r for r in rows if r["policy"] == name and r["level"] == lv]
-            k = sum(r["result"]["successes"] for r in sel)
-            n = sum(r["result"]["n_episodes"] for r in sel)
-            rates.append(k / n if n else 0.0)
-        ax.bar([j + i * width for j in range(len(levels))], rates, width, label=name)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(levels))], levels)
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("success rate")
-    ax.set_xlabel("randomisation level")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return None
 
 
 # ---- verdicts ---------------------------------------------------------------------------------------
@@ -601,9 +627,9 @@ def cmd_autopsy(args) -> int:
 
 
 # ---- caliper demo --full ----------------------------------------------------------------------------
-FULL_DEMO = {"task": "lift-cube", "demos": 40, "worlds": 8, "policy": {"kind": "bc_mlp", "chunk_size": 10,
-                                                                     "n_action_steps": 5},
-             "steps": 2000, "eval_episodes": 32, "eval_seed": 1000}
+#: ``caliper demo --full``: the learn.recipes recipe it trains (its task: ``task``), and the eval
+FULL_DEMO = {"recipe": "demo-full", "task": "lift-cube", "worlds": 8, "eval_episodes": 32,
+             "eval_split": "test"}
 
 
 def full_demo(args) -> int:
@@ -616,8 +642,11 @@ def full_demo(args) -> int:
 
     from caliper_jax import progress
     from caliper_jax.errors import CaliperError
+    from learn.protocol import split_seeds
+    from learn.recipes import recipe
 
-    cfg = FULL_DEMO
+    rec = recipe(FULL_DEMO["recipe"])
+    cfg = {**FULL_DEMO, "demos": rec.demos, "eval_seed": split_seeds(FULL_DEMO["eval_split"])[0]}
     keep = args.out is not None
     if keep and Path(args.out).exists() and Path(args.out).is_dir() and any(Path(args.out).iterdir()):
         raise CaliperError(f"--out {args.out}: already exists and is not empty")
@@ -661,13 +690,11 @@ def full_demo(args) -> int:
                                f"not training on it")
 
         from learn.checkpoint import dataset_fingerprint
-        from learn.config import TrainConfig, config_from_dict
         from learn.data import load_frames, prepare
         from learn.policies import build_policy
         from learn.train import fit
 
-        pcfg = config_from_dict(cfg["policy"])
-        tcfg = TrainConfig(steps=cfg["steps"], eval_every=cfg["steps"], log_every=100)
+        pcfg, tcfg = rec.policy, rec.train
         frames = load_frames(ds)
         split = prepare(frames, pcfg, tcfg.val_fraction, tcfg.seed)
         policy = build_policy(pcfg, frames.layout.obs_dim, frames.layout.action_dim, seed=tcfg.seed)

@@ -41,15 +41,17 @@ import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
-from caliper_jax import progress
+from caliper_jax import compile_cache, progress
+from caliper_jax.compile_cache import (  # noqa: F401  (re-exported: the CLI's names)
+    CACHE_ENV,
+    NO_CACHE_ENV,
+    TMP_SUFFIX,
+    compile_cache_dir,
+)
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: How long an interrupt waits for an output write in progress before cleaning up anyway.
 WRITE_GRACE_S = 1.0
-
-CACHE_ENV = "CALIPER_CACHE_DIR"
-NO_CACHE_ENV = "CALIPER_NO_COMPILE_CACHE"
-TMP_SUFFIX = ".caliper-tmp"
 
 # ---- partial outputs ----------------------------------------------------------------------------
 
@@ -218,105 +220,18 @@ def install_interrupts() -> bool:
     return True
 
 
-# ---- persistent compilation cache ---------------------------------------------------------------
-
-def compile_cache_dir(env=None) -> Path | None:
-    """Where compiled XLA programs are kept: ``$CALIPER_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/caliper_jax/jax``, else ``~/.cache/caliper_jax/jax``; None when
-    ``CALIPER_NO_COMPILE_CACHE`` is set (to anything but 0 / empty)."""
-    env = os.environ if env is None else env
-    if env.get(NO_CACHE_ENV, "").strip() not in ("", "0"):
-        return None
-    if env.get(CACHE_ENV):
-        return Path(env[CACHE_ENV]).expanduser()
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "caliper_jax" / "jax"
-
-
-#: jax options set for the cache: every program is cached, however quick its compile or small its
-#: executable (the CLI's programs are many small ones; jax's default keeps only >= 1 s compiles).
-CACHE_SETTINGS = {"jax_persistent_cache_min_compile_time_secs": 0.0,
-                  "jax_persistent_cache_min_entry_size_bytes": -1}
-
+# ---- persistent compilation cache (caliper_jax.compile_cache; the CLI adds its interrupt guard) ----
 
 def enable_compile_cache(path: Path | None) -> Path | None:
-    """Turn on jax's persistent compilation cache at ``path`` (process-wide: the entry point calls
-    it, for commands that use JAX; it imports jax). An unusable directory means no cache, not an
-    error. Returns the directory in use, or None."""
+    """Turn on jax's persistent compilation cache at ``path`` (None: no cache), each entry written
+    under :func:`writing` (:func:`caliper_jax.compile_cache.enable_compile_cache`). Returns the
+    directory in use, or None."""
     if path is None:
         return None
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    if not os.access(path, os.W_OK):
-        return None
-    import jax
-
-    jax.config.update("jax_compilation_cache_dir", str(path))
-    for name, value in CACHE_SETTINGS.items():
-        jax.config.update(name, value)
-    if not _guard_cache_writes():
-        _state["unguarded_cache"] = path
-    _drop_stale_temp_files(path)
-    return path
-
-
-def _guard_cache_writes() -> bool:
-    """jax writes a cache entry in place (``Path.write_bytes``), so a process that dies in the
-    middle of it (an interrupt, a SIGKILL, the OOM killer) would leave a truncated entry that every
-    later run fails to read (a warning and a recompile, forever: jax never rewrites an existing
-    key). So each entry is written to a temp file and renamed into place, and under
-    :func:`writing`, so an interrupt waits for it and no new one starts. jax's ``LRUCache`` is
-    private: if it is not there, the watcher falls back to deleting entries written in its last
-    seconds (``_die``). With jax's own eviction on (``jax_compilation_cache_max_size`` and the
-    ``filelock`` package) its ``put`` is kept, under the guard only."""
-    try:
-        from jax._src import lru_cache
-
-        put, suffix = lru_cache.LRUCache.put, lru_cache._CACHE_SUFFIX
-    except (ImportError, AttributeError):
-        return False
-    if getattr(put, "_caliper_guarded", False):
-        return True
-
-    def put_atomically(self, key, value):
-        with writing():
-            folder = str(self.path)
-            if getattr(self, "eviction_enabled", True) or "://" in folder:
-                return put(self, key, value)
-            if not key:
-                raise ValueError("key cannot be empty")
-            final = os.path.join(folder, f"{key}{suffix}")
-            if os.path.exists(final):
-                return None
-            tmp = os.path.join(folder, f".{key}.{os.getpid()}{TMP_SUFFIX}")
-            with open(tmp, "wb") as f:
-                f.write(value)
-            os.replace(tmp, final)
-            return None
-
-    put_atomically._caliper_guarded = True
-    put_atomically.__doc__ = put.__doc__
-    lru_cache.LRUCache.put = put_atomically
-    return True
-
-
-def _drop_stale_temp_files(path: Path, age_s: float = 3600.0) -> None:
-    """Temp files of cache writes whose process died (SIGKILL) before the rename."""
-    import time
-
-    now = time.time()
-    try:
-        entries = list(os.scandir(path))
-    except OSError:
-        return
-    for entry in entries:
-        try:
-            if entry.name.endswith(TMP_SUFFIX) and entry.stat().st_mtime < now - age_s:
-                os.unlink(entry.path)
-        except OSError:
-            pass
+    used = compile_cache.enable_compile_cache(path, write_guard=writing)
+    if used is not None and not compile_cache.writes_guarded():
+        _state["unguarded_cache"] = used
+    return used
 
 
 def _drop_recent_cache_entries(path: Path, seconds: float = 5.0) -> None:
