@@ -179,8 +179,9 @@ def test_parity_with_the_cpu_engine_first_100_ticks(env, task_scene):
 @pytest.mark.claim
 def test_episode_as_one_scan_and_success_verdicts_match_the_cpu_engine(env, task_scene):
     """Whole episodes with a pure-JAX policy inside one lax.scan (horizon 400 ticks): world 0
-    lifts, holds the lift for the task's 1 s success dwell (50 ticks), succeeds and auto-resets, world 1 never succeeds and is truncated at the
-    horizon; the CPU engine running the same policy agrees tick for tick."""
+    lifts, holds the lift for the task's 1 s success dwell (50 ticks), succeeds and auto-resets,
+    world 1 never succeeds and is truncated at the horizon; the CPU engine running the same
+    policy agrees tick for tick."""
     from tasks.env import VecEnv
 
     L, H = env.layout, env.horizon
