@@ -8,7 +8,8 @@ each arm joint, from the home pose (gravity compensation, armature and damping a
 - ``step``: a 0.1 rad step of that joint's target -> 90 % rise time (ms), overshoot (% of the step)
   and the error after 1 s (mrad);
 - ``track``: a 0.5 rad minimum-jerk move of every joint at once in 1 s (the expert's kind of
-  motion) -> the largest tracking error during the move (mrad) and 0.2 s after it.
+  motion; -0.5 rad for a joint whose upper limit is nearer) -> the largest tracking error during
+  the move (mrad) and 0.2 s after it.
 Simulated time, not wall time: the figures do not depend on the machine's load.
 """
 from __future__ import annotations
@@ -64,7 +65,10 @@ def measure(arm: str, kp_scale: float, kv_scale: float) -> dict:
         rows.append(dict(joint=j, rise_ms=1e3 * rise, overshoot_pct=100 * max(0.0, x.max() - 1.0),
                          final_mrad=1e3 * abs(q[-1, i] - goal[i])))
     delta = np.zeros_like(q0)
-    delta[[names.index(j) for j in joints]] = 0.5
+    hi = np.asarray(ts.model.qpos_upper, np.float64)
+    for j in joints:                        # +0.5 rad, or -0.5 where that would pass the upper limit
+        i = names.index(j)
+        delta[i] = 0.5 if q0[i] + 0.5 <= hi[i] - 0.05 else -0.5
 
     def law(t):
         s = min(t / 1.0, 1.0)

@@ -39,6 +39,8 @@ class ArmPhysics:
     pad_condim: int = 4
     mimic_solref: tuple | None = None    # stiffer coupling of mimic joints (two fingers, one motor)
     mimic_solimp: tuple = (0.95, 0.99, 0.001)
+    pad_boxes: tuple = ()
+    self_collide: bool = True
 
     def __post_init__(self):
         if self.pad_condim not in CONDIMS:
@@ -47,6 +49,14 @@ class ArmPhysics:
             for joint, value in getattr(self, what).items():
                 if not np.isfinite(value) or value < 0:
                     raise CaliperError(f"{what}[{joint!r}] must be finite and >= 0, got {value}")
+        for link, center, half in self.pad_boxes:
+            if link not in self.pad_links or len(center) != 3 or len(half) != 3 or min(half) <= 0:
+                raise CaliperError(f"pad_boxes[{link!r}]: needs a pad link, a centre (3,) and half extents "
+                                   f"(3,) > 0, got {center}, {half}")
+
+    def box_links(self) -> set:
+        """Links whose collision geoms ``pad_boxes`` replaces."""
+        return {link for link, _, _ in self.pad_boxes}
 
     def override(self, model, what: str, values) -> np.ndarray:
         """(nv,) ``values`` (the Model's ``dof_<what>``) with this arm's {joint: value} written in."""
@@ -61,7 +71,8 @@ class ArmPhysics:
     def __hash__(self):
         return hash((self.gravcomp, self.no_gravcomp, tuple(sorted(self.armature.items())),
                      tuple(sorted(self.damping.items())), self.pad_links, self.pad_material, self.pad_condim,
-                     self.mimic_solref, self.mimic_solimp))
+                     self.mimic_solref, self.mimic_solimp,
+                     tuple((link, tuple(c), tuple(h)) for link, c, h in self.pad_boxes), self.self_collide))
 
 
 __all__ = ["ArmPhysics", "CONDIMS"]

@@ -271,8 +271,14 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
     # ---- geoms -------------------------------------------------------------------------------
     mesh_names: dict[tuple, str] = {}
     counts: dict[str, int] = {}
+    boxed = arm.box_links() if arm is not None else set()
+    box_body: dict[str, int] = {}
+    no_self = arm is not None and not arm.self_collide
     for geom in model.geoms:
         if geom.role != "collision" and not visual:
+            continue
+        if geom.role == "collision" and geom.link in boxed:
+            box_body[geom.link] = geom.body              # replaced by the arm's pad boxes below
             continue
         parent_el = elements[geom.body]
         k = counts[geom.link] = counts.get(geom.link, -1) + 1
@@ -316,8 +322,18 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
             el.set("name", f"{geom.link}_pad{k}")
         else:
             _set_material(el, robot_mat)
-        if geom.role == "collision" and colliders == "primitive":
+        if geom.role == "collision" and (colliders == "primitive" or no_self):
             el.set("contype", "2")          # touches props and the ground, never the robot itself
+            el.set("conaffinity", "1")
+    for k, (link, center, half) in enumerate(arm.pad_boxes if arm is not None else ()):
+        if link not in box_body:
+            raise CaliperError(f"pad_boxes: {model.name!r} has no link {link!r} with collision geometry")
+        el = ET.SubElement(elements[box_body[link]], "geom", name=f"{link}_pad{k}", type="box",
+                           pos=_v(center), size=_v(half))
+        _set_material(el, arm.pad_material)
+        el.set("condim", str(arm.pad_condim))
+        if colliders == "primitive" or no_self:
+            el.set("contype", "2")
             el.set("conaffinity", "1")
 
     # ---- frames as sites ---------------------------------------------------------------------

@@ -4,16 +4,18 @@ A per-world phase machine over a :class:`tasks.env.VecEnv`, closed loop on the o
 at the start of every phase (never open loop from tick 0):
 
     approach   IK to a pre-grasp pose above the prop (gripper open), yaw matched to the prop's
-    descend    re-observe the prop, IK to the grasp (TCP at the prop centre), straight down along
+    descend    re-observe the prop, IK to the grasp (the grasp point -- the TCP moved by the
+               profile's grasp_offset -- at the prop centre), straight down along
                the gripper's approach axis, slower
-    close      command the gripper closed; the phase ends when the finger stops (opening unchanged
+    close      command the gripper closed (a step, or a ramp over the profile's close_s); the
+               phase ends when the finger stops (opening unchanged
                for STOP_TICKS ticks: on the prop's faces, or at the finger stop when it missed)
-    lift       IK to the grasp raised by LIFT_M
+    lift       IK to the grasp raised by the profile's lift_m (pre_m, carry_z: the other heights)
     carry      (a zone task) IK above the zone centre at the carry height
     lower      re-observe the prop in the hand (its offset from the TCP) and lower it so that it
                lands on the zone's centre RELEASE_GAP_M above the ground
     release    open the gripper, wait RELEASE_S
-    retreat    IK straight up by RETREAT_M, then hold
+    retreat    IK straight up by the pre-grasp height, then hold
 
 A push task (``"expert": "push"`` in the task file) runs instead, gripper closed:
 
@@ -22,7 +24,9 @@ A push task (``"expert": "push"`` in the task file) runs instead, gripper closed
     lower      down to the prop's centre height
     push       re-observe the prop and push its centre to the zone's centre along that line (IK at
                PUSH_POINTS points of the straight line, one quintic time law over them)
-    retreat    back off PUSH_BACK_M and up, then hold
+    retreat    back off PUSH_BACK_M and up; then, if the prop's centre (observed now) is more than
+               PUSH_TOL_M from the zone's centre, push again from behind it (approach, lower, push,
+               retreat), at most PUSH_TRIES strokes in all; then hold
 
 Every move is one minimum-jerk (quintic) joint-space segment, rest to rest, timed so that no joint
 exceeds SPEED of its velocity limit (a quintic's peak speed is 15/8 of its mean). IK is the
@@ -37,19 +41,20 @@ from caliper_jax.errors import CaliperError
 
 SPEED = 0.5            # fraction of the joint velocity limits on free moves
 SLOW = 0.15            # fraction on the descent and the lowering
-LIFT_M = 0.15          # lift above the grasp (m)
-CARRY_Z = 0.17         # TCP height while carrying (m above the ground)
 RELEASE_GAP_M = 0.004  # prop bottom above the ground when released (m)
-RETREAT_M = 0.10
+RETREAT_M = 0.10       # (m) push: how far the hand rises after a stroke
 RELEASE_S = 0.4
 STOP_TICKS = 4         # ticks of an unchanged finger opening that end the close phase
 STOP_EPS = 2e-4        # (m or rad) "unchanged"
 MAX_CLOSE_S = 1.0
-PRE_M = 0.10           # pre-grasp height above the grasp
 PAD_HALF_X = 0.00875   # (m) half width of the Panda's closed pads along the hand x axis (pushing face)
 PUSH_GAP_M = 0.02      # pre-push clearance between the pads and the prop
 PUSH_POINTS = 8
+IK_ROT_FALLBACK = (0.1, 0.01)  # rotation weights of the IK retries when the exact pose is out of reach
+IK_POS_TOL = 1e-3      # (m) position error a retry may leave
 PUSH_BACK_M = 0.03
+PUSH_TOL_M = 0.015     # a pushed prop this far (or more) from the zone centre gets another stroke
+PUSH_TRIES = 3         # strokes per episode at most
 
 
 def _min_jerk(qa, qb, vmax, fps: int, scale: float) -> np.ndarray:
@@ -106,9 +111,15 @@ class ArmExpert:
             raise CaliperError(f"task {ts.name}: a push expert needs a zone in the success predicate")
         self.ground = 0.0 if ts.task.ground is None else float(ts.task.ground)
         self.vmax = np.asarray(model.dof_velocity_limit, np.float64)
+        if self.profile.vmax is not None:        # the URDF's limit is above what the servo does
+            self.vmax = np.minimum(self.vmax, self.profile.vmax)
         self.fps = env.layout.fps
         self.finger = ts.gripper.q_index
-        self.open, self.closed = ts.gripper.open, ts.gripper.closed
+        prof = self.profile
+        self.open = ts.gripper.open if prof.open_q is None else float(prof.open_q)
+        self.closed = ts.gripper.closed
+        self.pre_m, self.lift_m, self.carry_z = prof.pre_m, prof.lift_m, prof.carry_z
+        self.offset = np.asarray(prof.grasp_offset, np.float64)
         frame = list(model.frame_names).index(self.profile.tcp)
         self._fk = jax.jit(lambda q: frame_pose(model, q, frame))
         self._jnp = jnp
@@ -119,12 +130,16 @@ class ArmExpert:
         self.yaw = np.zeros(W)
         self.still = np.zeros(W, np.int64)
         self.last_open = np.zeros(W)
+        self.strokes = np.zeros(W, np.int64)
         self.failed_plans: list[tuple[int, int, str]] = []
 
     # ---- kinematics ----------------------------------------------------------------------------
     def tcp(self, q) -> np.ndarray:
-        """(4, 4) world pose of the TCP at q (nq,)."""
-        return np.asarray(self._fk(self._jnp.asarray(q, self.model.dtype)), np.float64)
+        """(4, 4) world pose of the grasp point at q (nq,): the TCP frame moved by the profile's
+        ``grasp_offset`` (where a held prop's centre sits; the Panda's is the TCP itself)."""
+        T = np.asarray(self._fk(self._jnp.asarray(q, self.model.dtype)), np.float64)
+        T[:3, 3] += T[:3, :3] @ self.offset
+        return T
 
     def _target(self, p, yaw) -> np.ndarray:
         """TCP pose at p (3,): approach axis down (world -z), fingers closing along the prop's yaw."""
@@ -135,21 +150,37 @@ class ArmExpert:
         return T
 
     def _ik(self, p, yaw, seed) -> np.ndarray:
-        """(nq,) joints putting the TCP at p with the gripper yaw, seeded at ``seed``."""
+        """(nq,) joints putting the grasp point at p with the gripper yaw, seeded at ``seed``."""
         from caliper_jax.ik import ik
 
-        sol = ik(self.model, self._target(p, yaw)[None], frame=self.profile.tcp, seed_q=seed[None],
-                 locked=(self.ts.model.joint_names[self.finger],), key=0)
-        if not bool(sol.success[0]):
-            raise CaliperError(f"no IK solution for the TCP at {np.round(p, 3).tolist()}")
+        T = self._target(p, yaw)
+        T[:3, 3] -= T[:3, :3] @ self.offset                   # the TCP frame's pose
+        kw = dict(frame=self.profile.tcp, seed_q=seed[None], locked=(self.ts.model.joint_names[self.finger],),
+                  key=0)
+        sol = ik(self.model, T[None], **kw)
+        for weight in IK_ROT_FALLBACK:
+            if bool(sol.success[0]):
+                break
+            # a 5-dof arm may not reach the exact top-down pose: trade orientation for position
+            sol = ik(self.model, T[None], rot_weight=weight, **kw)
+            if float(sol.pos_residual[0]) <= IK_POS_TOL:
+                break
+        else:
+            raise CaliperError(f"no IK solution for the TCP at {np.round(T[:3, 3], 3).tolist()}")
         return np.asarray(sol.q[0], np.float64)
 
-    @staticmethod
-    def _prop_yaw(quat) -> float:
-        """The prop's yaw about world z folded into [-pi/4, pi/4] (a box's grasp repeats every 90 deg)."""
+    def _prop_yaw(self, quat, pos) -> float:
+        """The hand's yaw for a box at ``pos`` with orientation ``quat``: the box's yaw about world z
+        folded to within 45 deg of the arm's natural hand yaw (a box's grasp repeats every 90 deg): 0
+        for the Panda, the bearing from the base to the prop plus pi for an arm that turns its hand
+        with its pan joint (``yaw_from_base``)."""
         w, x, y, z = quat
         yaw = np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-        return float((yaw + np.pi / 4) % (np.pi / 2) - np.pi / 4)
+        base = np.asarray(self.profile.base, np.float64)
+        nat = 0.0
+        if self.profile.yaw_from_base:
+            nat = float(np.arctan2(pos[1] - base[1], pos[0] - base[0]) + np.pi)
+        return float(nat + (yaw - nat + np.pi / 4) % (np.pi / 2) - np.pi / 4)
 
     # ---- the phase machine ---------------------------------------------------------------------
     def act(self, obs, info) -> np.ndarray:
@@ -160,7 +191,7 @@ class ArmExpert:
         out = np.empty((len(ticks), self.layout.nq))
         for w, t in enumerate(ticks):
             if t == 0:
-                self.phase[w], self.rows[w] = "start", None
+                self.phase[w], self.rows[w], self.strokes[w] = "start", None, 0
             rows = self.rows[w]
             if rows is None or self.k[w] >= len(rows) or self.phase[w] == "close":
                 if self._advance(w, parts, info):
@@ -183,13 +214,13 @@ class ArmExpert:
             if self.push:
                 return self._advance_push(w, q, pos, phase)
             if phase == "start":
-                self.yaw[w] = self._prop_yaw(quat)
+                self.yaw[w] = self._prop_yaw(quat, pos)
                 q[self.finger] = self.open
-                goal = self._ik(pos + [0, 0, PRE_M], self.yaw[w], q)
+                goal = self._ik(pos + [0, 0, self.pre_m], self.yaw[w], q)
                 goal[self.finger] = self.open
                 return self._plan(w, "approach", _min_jerk(q, goal, self.vmax, self.fps, SPEED))
             if phase == "approach":
-                self.yaw[w] = self._prop_yaw(quat)
+                self.yaw[w] = self._prop_yaw(quat, pos)
                 cur = self.rows[w][-1]
                 goal = self._ik(pos, self.yaw[w], cur)
                 goal[self.finger] = self.open
@@ -197,8 +228,11 @@ class ArmExpert:
             if phase == "descend":
                 self.still[w], self.last_open[w] = 0, parts["q"][w, self.finger]
                 row = self.rows[w][-1].copy()
-                row[self.finger] = self.closed
-                return self._plan(w, "close", row)
+                n = max(1, round(self.profile.close_s * self.fps))
+                rows = np.repeat(row[None], n, 0)
+                ramp = np.arange(1, n + 1) / n
+                rows[:, self.finger] = row[self.finger] + (self.closed - row[self.finger]) * ramp
+                return self._plan(w, "close", rows)
             if phase == "close":
                 opening = parts["q"][w, self.finger]
                 moved = abs(opening - self.last_open[w]) > STOP_EPS
@@ -208,14 +242,14 @@ class ArmExpert:
                     return False
                 cur = self.rows[w][-1]
                 tcp = self.tcp(cur)[:3, 3]
-                up = tcp + [0, 0, LIFT_M] if self.zone is None else np.array([*tcp[:2], CARRY_Z])
+                up = tcp + [0, 0, self.lift_m] if self.zone is None else np.array([*tcp[:2], self.carry_z])
                 goal = self._ik(up, self.yaw[w], cur)
                 goal[self.finger] = self.closed
                 return self._plan(w, "lift", _min_jerk(cur, goal, self.vmax, self.fps, SPEED))
             if phase == "lift" and self.zone is not None:
                 cur = self.rows[w][-1]
                 c = np.asarray(self.zone.center, np.float64)
-                goal = self._ik(np.array([c[0], c[1], CARRY_Z]), self.yaw[w], cur)
+                goal = self._ik(np.array([c[0], c[1], self.carry_z]), self.yaw[w], cur)
                 goal[self.finger] = self.closed
                 return self._plan(w, "carry", _min_jerk(cur, goal, self.vmax, self.fps, SPEED))
             if phase == "carry":
@@ -232,7 +266,7 @@ class ArmExpert:
                 return self._plan(w, "release", np.repeat(row[None], round(RELEASE_S * self.fps), 0))
             if phase == "release":
                 cur = self.rows[w][-1]
-                goal = self._ik(self.tcp(cur)[:3, 3] + [0, 0, RETREAT_M], self.yaw[w], cur)
+                goal = self._ik(self.tcp(cur)[:3, 3] + [0, 0, self.pre_m], self.yaw[w], cur)
                 goal[self.finger] = self.open
                 return self._plan(w, "retreat", _min_jerk(cur, goal, self.vmax, self.fps, SPEED))
         except CaliperError as exc:
@@ -257,9 +291,13 @@ class ArmExpert:
     def _advance_push(self, w: int, q, pos, phase) -> bool:
         q = q.copy()
         q[self.finger] = self.closed
+        c = np.asarray(self.zone.center, np.float64)
+        if phase == "retreat" and self.strokes[w] < PUSH_TRIES and np.hypot(*(pos[:2] - c[:2])) > PUSH_TOL_M:
+            phase = "start"                                    # off centre: another stroke from behind
         if phase == "start":
+            self.strokes[w] += 1
             _, self.yaw[w], start, _ = self._push_line(pos)
-            goal = self._ik(start + [0, 0, PRE_M], self.yaw[w], q)
+            goal = self._ik(start + [0, 0, self.pre_m], self.yaw[w], q)
             goal[self.finger] = self.closed
             return self._plan(w, "approach", _min_jerk(q, goal, self.vmax, self.fps, SPEED))
         if phase == "approach":

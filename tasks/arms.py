@@ -41,8 +41,21 @@ PANDA_KV = {**dict.fromkeys(PANDA_ARM[:4], 135.0), **dict.fromkeys(PANDA_ARM[4:]
             "panda_finger_joint1": 100.0}
 
 SO101_ARM = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
-SO101_KP = {**dict.fromkeys(SO101_ARM, 60.0), "gripper": 30.0}
-SO101_KV = {**dict.fromkeys(SO101_ARM, 3.0), "gripper": 1.0}
+# SO-101 gains (N m/rad, N m s/rad), from benchmarks/bench_arm_gains.py --arm so101 (no gravcomp,
+# armature 0.01, damping 0.1; simulated time): kp 60 / kv 3 left 6.2 mrad of gravity sag after 1 s,
+# a 112 ms rise and 6.2 % overshoot; kp 120 / kv 3 gives 3.1 mrad, 52 ms, 3.1 % and at most 23 mrad
+# of lag on a 0.5 rad, 1 s minimum-jerk move (kv 1.5: 15.6 % overshoot). The URDF's 10 N m effort
+# limit bounds the servo torque. The jaw: kp 15 pinches a 2.5 cm cube with ~2.5 N m (the STS3215's
+# stall torque is about 3 N m).
+SO101_KP = {**dict.fromkeys(SO101_ARM, 120.0), "gripper": 15.0}
+SO101_KV = {**dict.fromkeys(SO101_ARM, 3.0), "gripper": 0.5}
+SO101_JOINTS = SO101_ARM + ("gripper",)
+# The SO-101's jaws as pads (each link's body frame, m): the URDF's colliders are whole-part meshes
+# whose convex hulls fill the gap between the jaws. Fitted to the inner faces of the mesh vertices
+# (the fixed jaw's at x = -0.0116 .. -0.008 for z in -0.10 .. -0.05 of gripper_link; the moving
+# jaw's at x = -0.0083 .. -0.0123 for y in -0.08 .. -0.03 of its link).
+SO101_PADS = (("gripper_link", (-0.015, 0.0, -0.075), (0.005, 0.0075, 0.025)),
+              ("moving_jaw_so101_v1_link", (-0.00475, -0.054, 0.0185), (0.00475, 0.024, 0.007)))
 
 
 @dataclass(frozen=True)
@@ -64,6 +77,15 @@ class ArmProfile:
     base: tuple
     base_radius: float
     max_opening: float          # (m) widest prop the gripper can close on
+    grasp_offset: tuple = (0.0, 0.0, 0.0)   # (m) where a grasped prop's centre sits, in the TCP frame
+    open_q: float | None = None  # gripper target the expert opens to (None: the joint's open limit)
+    pre_m: float = 0.10          # (m) expert: pre-grasp height above the grasp
+    lift_m: float = 0.15         # (m) expert: lift above the grasp
+    carry_z: float = 0.17        # (m) expert: grasp point height while carrying
+    vmax: float | None = None    # (rad/s) expert: cap on the joint speed limits it plans with
+    close_s: float = 0.0         # (s) expert: the gripper target ramps to closed over this time (0: a step)
+    yaw_from_base: bool = False  # expert: fold the hand's yaw about the base->prop bearing + pi (a 5-dof
+                                 # arm turns its hand about z with the pan joint), not about 0
 
 
 PROFILES = {
@@ -78,11 +100,15 @@ PROFILES = {
         reach=0.855, base=(0.0, 0.0, 0.333), base_radius=0.12, max_opening=0.08),
     "so101": ArmProfile(
         "so101", SO101_KP, SO101_KV,
-        ArmPhysics(gravcomp=False, pad_links=("moving_jaw_so101_v1_link", "gripper_link"),
-                   pad_material=PRESETS["rubber"], pad_condim=4),
+        ArmPhysics(gravcomp=False, armature=dict.fromkeys(SO101_JOINTS, 0.01),
+                   damping=dict.fromkeys(SO101_JOINTS, 0.1),
+                   pad_links=("moving_jaw_so101_v1_link", "gripper_link"), pad_boxes=SO101_PADS,
+                   pad_material=PRESETS["rubber"], pad_condim=4, self_collide=False),
         tcp="gripper_frame_link", approach=(0.0, 0.0, 1.0),
-        home=(0.0, -1.57, 1.57, 0.7, 0.0, 0.5),
-        reach=0.40, base=(0.0, 0.0, 0.12), base_radius=0.06, max_opening=0.06),
+        home=(0.0, -1.0, 0.6, 1.4, 0.0, 0.6),
+        reach=0.40, base=(0.0388, 0.0, 0.0624), base_radius=0.06, max_opening=0.05,
+        grasp_offset=(-0.0139, 0.0, -0.0061), open_q=0.6, pre_m=0.06, lift_m=0.08, carry_z=0.09,
+        vmax=3.0, close_s=0.4, yaw_from_base=True),
 }
 
 

@@ -36,6 +36,11 @@ Every message names the task and the prop, zone or field at fault, and every fin
 hint. K005 to K011 need the MuJoCo simulation; ``simulate=False`` skips K005, K008-K011, and
 ``baselines=0`` skips K011 alone (the costliest rule: 3 x BASELINE_EPISODES worlds for the horizon).
 The start state is judged with nothing held or carried, K008 with the task's success dwell.
+
+A friction-grasp task (a registry arm, ``"grasp": "friction"``) has no weld to carry a witness
+with: its K005 witness is its scripted expert (:mod:`tasks.arm_expert`), EXPERT_EPISODES episodes
+on the CPU engine without randomisation, all of which must succeed; K006 and K009 (the weld
+witness's grasp and carry path) do not apply to it.
 """
 from __future__ import annotations
 
@@ -51,6 +56,7 @@ START_TOL = 2e-3       # m: overlap tolerated at the start state (K002-K004). No
                        # by design (jaw bottom at z = 0.099, cube top at 0.100), a knife edge
 AIR_GAP = 0.005        # m: a prop this far above everything starts in the air (K007)
 BASELINE_EPISODES = 100  # episodes per baseline policy (K011): > 1% means at least 2 successes
+EXPERT_EPISODES = 2    # unrandomised expert episodes that witness a friction-grasp task (K005)
 
 
 def _finding(task, code: str, severity: str, message: str, hint: str, link: str | None = None) -> Finding:
@@ -73,9 +79,11 @@ def check_task(task, *, simulate: bool = True, baselines: int = BASELINE_EPISODE
     findings = _start_state(ts)
     placement_errors = any(f.severity == "Error" for f in findings)
     findings += _verdict_at_start(ts)
-    findings += _reach(ts)
+    friction = ts.grasp == "friction"
+    if not friction:
+        findings += _reach(ts)
     if simulate and task.success is not None:
-        findings += _witness(ts)
+        findings += _expert_witness(ts) if friction else _witness(ts)
         if not placement_errors:
             findings += _passive(ts)
             if baselines and not any(f.code == "K010" for f in findings):
@@ -206,6 +214,31 @@ def _witness(ts) -> list[Finding]:
     return out
 
 
+def _expert_witness(ts) -> list[Finding]:
+    """K005 for a friction-grasp task: its scripted expert must succeed in EXPERT_EPISODES
+    unrandomised episodes on the CPU engine."""
+    from tasks.demo import run_episodes
+    from tasks.env import VecEnv
+    from tasks.witness import term_label
+
+    task = ts.task
+    hint = ("move the zone (scene.zones[].center) or the prop within the arm's reach, or lower the "
+            "lifted height")
+    try:
+        with VecEnv(ts, EXPERT_EPISODES, seed=0, randomization=None) as env:
+            eps, expert = run_episodes(env, EXPERT_EPISODES)
+    except CaliperError as exc:
+        return [_finding(task, "K005", "Error", f"the scripted expert could not be run: {exc}", hint)]
+    failed = [ep for ep in eps if not ep.success]
+    if not failed:
+        return []
+    why = "; ".join(f"world {w} episode {e}: {what}" for w, e, what in expert.failed_plans[:2])
+    return [_finding(task, "K005", "Error",
+                     f"the scripted expert reaches {term_label(task.success)} in "
+                     f"{len(eps) - len(failed)} of {len(eps)} unrandomised episodes"
+                     + (f" ({why})" if why else ""), hint)]
+
+
 def _passive(ts) -> list[Finding]:
     """K008 and K010: hold q0 for PASSIVE_S with nothing grasped, judging every 1/fps."""
     from mjx_backend.cpu import MujocoBackend
@@ -263,4 +296,4 @@ def _baselines(ts, episodes: int) -> list[Finding]:
                      "successDwellS, or move the zone where a push cannot reach it")]
 
 
-__all__ = ["AIR_GAP", "BASELINE_EPISODES", "PASSIVE_S", "START_TOL", "check_task"]
+__all__ = ["AIR_GAP", "BASELINE_EPISODES", "EXPERT_EPISODES", "PASSIVE_S", "START_TOL", "check_task"]

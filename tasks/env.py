@@ -144,7 +144,7 @@ def _tick_fn(L: S.EnvLayout, safety, model):
         if L.nprop:
             candidates = S.grasp_candidates(L, jnp, x[f["jaw_pos"]], x[f["jaw_rot"]].reshape(3, 3),
                                             x[f["prop_pos"]].reshape(L.nprop, 3))
-            held = S.grasp_update(jnp, held, S.closing(L, cmd.q), candidates)
+            held = S.grasp_update(jnp, held, S.closing(L, cmd.q), candidates, L.friction)
         floats = jnp.concatenate([getattr(state, name) for name in io.STATE_F] + [cmd.q])
         ints = jnp.stack([getattr(state, name).astype(jnp.int32) for name in io.STATE_I]
                          + [warn.flags.astype(jnp.int32), held.astype(jnp.int32)])
@@ -266,7 +266,7 @@ class VecEnv(EnvShapes):
         from caliper_jax.control.safety import init_safety, safety_params
 
         L, W, scene = self.layout, self.num_envs, self.task_scene.scene
-        self._tick_jit = _cached(scene, ("tick", L.fps, L.grasp_margin),
+        self._tick_jit = _cached(scene, ("tick", L.fps, L.grasp_margin, L.friction),
                                  lambda: _tick_fn(L, safety_params(model, 1.0 / L.fps), model))
         # the tick call's input rows (_TickIO), gate state included, starting from q0
         self._io = io = _TickIO(L, model.nv)

@@ -332,7 +332,7 @@ class MjxEnv(EnvShapes):
         """(new held, eq_active, eq_data) of one world after the grasp rule on gated ``target``."""
         L = self.layout
         cand = S.grasp_candidates(L, jnp, s["jaw_pos"], s["jaw_rot"], s["pos"])
-        new = S.grasp_update(jnp, held, S.closing(L, target), cand)
+        new = S.grasp_update(jnp, held, S.closing(L, target), cand, L.friction)
         if not len(self._weld_eq):                       # friction grasp: physics holds the prop
             return new, eq_active, eq_data
         props = jnp.arange(L.nprop)

@@ -44,6 +44,7 @@ class EnvLayout:
     substeps: int                      # physics steps per control tick
     horizon: int                       # control ticks per episode
     grasp_margin: float = GRASP_MARGIN
+    friction: bool = False             # friction grasp: a held prop must stay in the jaw's reach
 
     @property
     def nprop(self) -> int:
@@ -104,13 +105,19 @@ def grasp_candidates(L: EnvLayout, xp, jaw_pos, jaw_rot, prop_pos):
     return xp.all(xp.abs(local) <= reach, axis=-1)
 
 
-def grasp_update(xp, held, close, candidates):
-    """New held prop index (...,) int (-1: none): open releases, a held prop stays held, a closing
-    gripper with nothing held takes the first candidate."""
+def grasp_update(xp, held, close, candidates, friction: bool = False):
+    """New held prop index (...,) int (-1: none): open releases, a closing gripper with nothing
+    held takes the first candidate. A held prop stays held while the gripper closes; with
+    ``friction`` (physics holds the prop, no weld) only while it also stays a candidate, so a prop
+    that slipped out or was knocked away is no longer "held" although the gripper is still closed."""
     any_c = xp.any(candidates, axis=-1)
     first = xp.argmax(candidates, axis=-1).astype(held.dtype)
     take = xp.where(any_c, first, -1)
-    return xp.where(close, xp.where(held >= 0, held, take), -1).astype(held.dtype)
+    keep = held >= 0
+    if friction:
+        inside = xp.take_along_axis(candidates, xp.maximum(held, 0)[..., None].astype(int), axis=-1)[..., 0]
+        keep = keep & inside
+    return xp.where(close, xp.where(keep, held, take), -1).astype(held.dtype)
 
 
 # ---- randomisation ----------------------------------------------------------------------------------
@@ -314,7 +321,8 @@ def make_layout(task_scene) -> EnvLayout:
         gripper_q=int(g.q_index), gripper_open=float(g.open), gripper_closed=float(g.closed),
         jaw_center=center, jaw_half=half,
         prop_reach=np.array([prop_reach(p) for p in task.props], dtype=np.float64),
-        fps=fps, substeps=substeps, horizon=horizon)
+        fps=fps, substeps=substeps, horizon=horizon,
+        friction=getattr(task_scene, "grasp", "weld") == "friction")
 
 
 def yaw_quat(xp, yaw):

@@ -73,10 +73,15 @@ class TaskScene:
 
     @property
     def weld_body(self) -> int:
-        """MuJoCo body id the grasp welds attach props to (the gripper joint's body)."""
+        """MuJoCo body id the grasp welds attach props to (the gripper joint's body; a friction-grasp
+        scene has no welds, and this is then the gripper joint's body all the same)."""
         import mujoco
 
-        return mujoco.mj_name2id(self.scene.mj, mujoco.mjtObj.mjOBJ_BODY, self.scene.mjcf.weld_body)
+        name = self.scene.mjcf.weld_body
+        if name is None:
+            ours = self.model.body_id(self.gripper.joint)
+            return int(self.scene.layout.body_id[ours])
+        return mujoco.mj_name2id(self.scene.mj, mujoco.mjtObj.mjOBJ_BODY, name)
 
     def qpos(self, q) -> np.ndarray:
         """(mj nq,) MuJoCo positions: robot at ``q`` (nq,), props at their start poses."""

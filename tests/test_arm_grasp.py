@@ -78,7 +78,9 @@ def _pinch_and_lift(ts, poses):
             peak = max(peak, abs(float(d.actuator_force[act])))
 
     q0 = np.asarray(ts.q0, np.float64)
-    opened, closed = ts.gripper.open, ts.gripper.closed
+    prof = ts.profile
+    opened = ts.gripper.open if prof is None or prof.open_q is None else prof.open_q
+    closed = ts.gripper.closed
     move(q0, poses[0], 1.5, opened)
     move(poses[0], poses[1], 1.0, opened)
     move(poses[1], poses[1], 0.6, closed)
@@ -134,3 +136,64 @@ def test_friction_grasp_needs_pads():
     with pytest.raises(CaliperError, match=r"^task w: grasp: 'friction' needs a registry arm") as exc:
         build_scene(task)
     assert "\n" not in str(exc.value)
+
+
+# ---- the SO-101: a revolute jaw, box pads fitted to the jaws ------------------------------------
+
+SO_CUBE = (0.22, 0.0, 0.0125)
+
+
+def _so_task(friction=1.0, mass=0.02):
+    from tasks.arms import PROFILES
+
+    return parse_task({"version": 2, "name": "so-pinch", "robot": "so101", "q0": list(PROFILES["so101"].home),
+                       "scene": {"props": [{"name": "cube", "kind": "box", "halfExtents": [0.0125] * 3,
+                                            "pos": list(SO_CUBE), "mass": mass,
+                                            "material": {"solref": [0.005, 1.0], "solimp": [0.9, 0.95, 0.002],
+                                                         "friction": [friction, 0.005, 0.0001]}}]},
+                       "gripper": {"joint": "gripper", "closed": "lo"}}, base_dir=".")
+
+
+@pytest.fixture(scope="module")
+def so_poses():
+    """(3, nq) SO-101 poses: 6 cm above the cube, the profile's grasp point at its centre, lifted
+    8 cm; top-down, the hand yawed along the arm (5 joints reach these poses exactly)."""
+    from caliper_jax.ik import ik
+    from tasks.arms import PROFILES
+
+    prof = PROFILES["so101"]
+    ts = build_scene(_so_task())
+
+    def T(z):
+        out = np.eye(4)
+        out[:3, :3] = np.diag([-1.0, 1.0, -1.0])             # hand x along world -x, approach down
+        out[:3, 3] = np.array([SO_CUBE[0], SO_CUBE[1], z]) - out[:3, :3] @ np.asarray(prof.grasp_offset)
+        return out
+
+    sol = ik(ts.model, np.stack([T(0.0725), T(0.0125), T(0.0925)]), frame=prof.tcp,
+             seed_q=np.tile(ts.q0, (3, 1)), locked=("gripper",))
+    assert sol.success.all(), (sol.pos_residual, sol.rot_residual)
+    q = np.asarray(sol.q, np.float64)
+    q[:, ts.gripper.q_index] = prof.open_q
+    return q
+
+
+def test_so101_lifts_a_cube_by_friction(so_poses):
+    """The SO-101's box pads pinch a 2.5 cm cube and lift it 8 cm; the scene has no weld and no robot
+    self-contacts (its whole-part meshes overlap at rest). Planted bug caught: the URDF's mesh hulls
+    as pads (the fixed jaw's hull fills the gap between the jaws: the cube is shoved away)."""
+    ts = build_scene(_so_task())
+    assert ts.grasp == "friction" and not ts.scene.layout.weld_eq
+    mj = ts.scene.mj
+    pads = [g for g in range(mj.ngeom) if "_pad" in mj.geom(g).name]
+    assert len(pads) == 2 and all(mj.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX for g in pads)
+    pos, opening, torque = _pinch_and_lift(ts, so_poses)
+    assert pos[2] > 0.07, pos
+    assert np.linalg.norm(pos[:2] - SO_CUBE[:2]) < 0.015
+    assert -0.05 < opening < 0.2 and 1.0 < torque < 4.0        # on the cube's faces, a servo-sized pinch
+
+
+def test_so101_frictionless_cube_cannot_be_lifted(so_poses):
+    """Planted bug caught: a weld (or the pads' friction taking over) would lift it."""
+    pos, _, _ = _pinch_and_lift(build_scene(_so_task(friction=0.0)), so_poses)
+    assert pos[2] < 0.02
