@@ -73,10 +73,9 @@ class TaskScene:
 
     @property
     def weld_body(self) -> int:
-        """MuJoCo body id the grasp welds attach props to (the gripper joint's body)."""
-        import mujoco
-
-        return mujoco.mj_name2id(self.scene.mj, mujoco.mjtObj.mjOBJ_BODY, self.scene.mjcf.weld_body)
+        """MuJoCo body id the grasp welds attach props to: the gripper joint's body (also on a
+        friction-grasp scene, which has no welds: MuJoCo's name lookup of None would crash)."""
+        return int(self.scene.layout.body_id[self.model.body_id(self.gripper.joint)])
 
     def qpos(self, q) -> np.ndarray:
         """(mj nq,) MuJoCo positions: robot at ``q`` (nq,), props at their start poses."""
