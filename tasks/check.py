@@ -160,9 +160,8 @@ def _verdict_at_start(ts) -> list[Finding]:
 
 def _reach(ts) -> list[Finding]:
     """K006: props whose top face the jaw cannot grasp."""
-    from tasks.witness import grasps
-
     from tasks.schema import Reached
+    from tasks.witness import grasps
 
     out = []
     for name, g in grasps(ts).items():

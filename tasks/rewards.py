@@ -103,8 +103,9 @@ def _action_rate(t, c, xp):
 #: kind -> fn(term, ctx, xp) -> (...) value (unweighted).
 KINDS = {"reach": _reach, "grasp": _grasp, "lift": _lift, "to_zone": _to_zone, "action_rate": _action_rate}
 #: kind -> (required fields, optional fields) besides name, kind, weight.
-KIND_FIELDS = {"reach": (("prop", "scale"), ("above",)), "grasp": (("prop",), ()), "lift": (("prop", "height"), ()),
-               "to_zone": (("prop", "zone", "scale"), ()), "action_rate": ((), ())}
+KIND_FIELDS = {"reach": (("prop", "scale"), ("above",)), "grasp": (("prop",), ()),
+               "lift": (("prop", "height"), ()), "to_zone": (("prop", "zone", "scale"), ()),
+               "action_rate": ((), ())}
 
 
 def grip_point(layout, xp, jaw_pos, jaw_rot):

@@ -26,6 +26,8 @@ class BCMLP(nnx.Module):
         """obs (B, n_obs_steps, obs_dim) -> (B, chunk_size, action_dim)."""
         b = obs.shape[0]
         out = self.net(obs.reshape(b, -1), key)
+        if self.config.squash:
+            out = jnp.tanh(out)
         return out.reshape(b, self.config.chunk_size, self.action_dim)
 
     def loss(self, batch: Batch, key: jax.Array) -> tuple[jax.Array, dict]:
