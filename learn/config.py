@@ -65,11 +65,18 @@ class PolicyConfig:
 
 @dataclass(frozen=True)
 class BCConfig(PolicyConfig):
-    """An MLP from the flattened observation window to the action chunk (L2 loss)."""
+    """An MLP from the flattened observation window to the action chunk (L2 loss). ``squash``:
+    tanh on the output (the normalised action in [-1, 1]; a SAC actor's deterministic policy)."""
 
     kind: ClassVar[str] = "bc_mlp"
     hidden: tuple = (256, 256)
     dropout: float = 0.0
+    squash: bool = False
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not isinstance(self.squash, bool):
+            raise CaliperError(f"bc_mlp config: squash must be true or false, got {self.squash!r}")
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,12 @@ def check_task(task, *, simulate: bool = True, baselines: int = BASELINE_EPISODE
     if not friction:
         findings += _reach(ts)
     if simulate and task.success is not None:
-        findings += _expert_witness(ts) if friction else _witness(ts)
+        from tasks.schema import Reached
+
+        if isinstance(task.success, Reached):    # the gripper point on a goal: an IK pose witnesses it
+            findings += _reach_witness(ts)
+        else:
+            findings += _expert_witness(ts) if friction else _witness(ts)
         if not placement_errors:
             findings += _passive(ts)
             if baselines and not any(f.code == "K010" for f in findings):
@@ -151,25 +156,30 @@ def _start_state(ts) -> list[Finding]:
 
 def _verdict_at_start(ts) -> list[Finding]:
     from tasks.predicates import evaluate_np
-    from tasks.witness import term_label
+    from tasks.witness import _Kin, grip_of, term_label
 
     task = ts.task
     nobody = np.zeros(len(ts.prop_names), bool)
+    kin = _Kin(ts)
+    kin.set(ts.q0)
     if task.success is None or not evaluate_np(task.success, ts.prop_names, ts.pos0, ts.pos0, ts.vel0,
-                                                nobody, nobody):
+                                                nobody, nobody, grip_of(ts, kin.d)):
         return []
     return [_finding(task, "K001", "Error", f"success {term_label(task.success)} is already true at t = 0",
-                     "move the scored prop out of its zone, or raise the lifted height; success latches, so "
-                     "this task scores a policy that does nothing")]
+                     "move the scored prop out of its zone, raise the lifted height, or move the reached "
+                     "goal away from the gripper's start; success latches, so this task scores a policy that "
+                     "does nothing")]
 
 
 def _reach(ts) -> list[Finding]:
     """K006: props whose top face the jaw cannot grasp."""
+    from tasks.schema import Reached
     from tasks.witness import grasps
 
     out = []
     for name, g in grasps(ts).items():
-        if g.q is None:
+        if g.q is None and not (isinstance(ts.task.success, Reached) and ts.task.success.prop == name):
+            # (a reached target is a marker the gripper hovers over, never grasped)
             out.append(_finding(ts.task, "K006", "Warning",
                                 f"prop {name!r}: the jaw cannot grasp its top face: {g.why} "
                                 f"(best miss {g.error * 1e3:.1f} mm)",
@@ -239,11 +249,35 @@ def _expert_witness(ts) -> list[Finding]:
                      + (f" ({why})" if why else ""), hint)]
 
 
+def _reach_witness(ts) -> list[Finding]:
+    """K005 for a ``reached`` success: an IK pose on the goal whose settled simulation succeeds."""
+    from tasks.witness import reach_witness, term_label
+
+    task = ts.task
+    hint = ("move the target prop (scene.props[].pos) or lower its 'above' into the arm's reach, or widen "
+            "the tolerance")
+    try:
+        w = reach_witness(ts)
+    except CaliperError as exc:
+        return [_finding(task, "K005", "Error", f"the witness for {term_label(task.success)} could not be "
+                         f"simulated: {exc}", hint)]
+    goal = ", ".join(f"{x:.3g}" for x in w.goal)
+    if w.q is None:
+        return [_finding(task, "K005", "Error", f"success {term_label(task.success)} is unreachable: no pose "
+                         f"within the joint limits puts the gripper point on ({goal}) (best IK miss "
+                         f"{w.ik_error * 1e3:.1f} mm)", hint)]
+    if not w.success:
+        return [_finding(task, "K005", "Error", f"the witness for {term_label(task.success)} fails its "
+                         f"simulation: the gripper point settles {w.error * 1e3:.1f} mm from the goal "
+                         f"({goal})", hint)]
+    return []
+
+
 def _passive(ts) -> list[Finding]:
     """K008 and K010: hold q0 for PASSIVE_S with nothing grasped, judging every 1/fps."""
     from mjx_backend.cpu import MujocoBackend
     from tasks.predicates import dwell_ticks, evaluate_np
-    from tasks.witness import term_label
+    from tasks.witness import grip_of, term_label
 
     task, L, names = ts.task, ts.scene.layout, ts.prop_names
     dt = 1.0 / (task.fps or 50)
@@ -258,7 +292,8 @@ def _passive(ts) -> list[Finding]:
                 d = b.world_data()
                 pos = np.array([d.qpos[a:a + 3] for a in qadr]).reshape(-1, 3)
                 vel = np.array([d.qvel[a:a + 3] for a in dadr]).reshape(-1, 3)
-                run = run + 1 if evaluate_np(task.success, names, pos, ts.pos0, vel, nobody, nobody) else 0
+                hit = evaluate_np(task.success, names, pos, ts.pos0, vel, nobody, nobody, grip_of(ts, d))
+                run = run + 1 if hit else 0
                 if run >= need:
                     return [_finding(task, "K008", "Error",
                                      f"success {term_label(task.success)} turns true at t = "

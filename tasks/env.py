@@ -640,7 +640,8 @@ class VecEnv(EnvShapes):
         self._carried[:] = carried
         if self._success_np is None:
             return np.zeros(self.num_envs, bool)
-        return self._success_np(s["pos"], self._pos0, s["vel"], held, self._carried)
+        return self._success_np(s["pos"], self._pos0, s["vel"], held, self._carried,
+                                R.grip_point(self.layout, np, s["jaw_pos"], s["jaw_rot"]))
 
     def _info(self, final_success, flags) -> dict:
         return {"success": self._success.copy(), "final_success": final_success, "held": self._held.copy(),

@@ -370,7 +370,8 @@ class MjxEnv(EnvShapes):
         held_now = held_mask(jnp, held, L.nprop)
         carry, carried = carry_update(jnp, w.carry, held_now, s["pos"], w.pos0, self._carry_need)
         now = jnp.asarray(False) if self._evaluate is None else \
-            jnp.asarray(self._evaluate(s["pos"], w.pos0, s["vel"], held_now, carried), bool)
+            jnp.asarray(self._evaluate(s["pos"], w.pos0, s["vel"], held_now, carried,
+                                       R.grip_point(L, jnp, s["jaw_pos"], s["jaw_rot"])), bool)
         now = now & ~unstable
         run = streak(jnp, w.streak, now)
         fired = (run >= self._dwell) & ~w.success

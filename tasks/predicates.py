@@ -10,7 +10,9 @@ State convention (world frame, metres and m/s, props in ``task.props`` order):
 - ``carried`` ``(..., P)`` bool: the prop has been picked up this episode: it was in the gripper
   for CARRY_S without a break, and at some tick in the gripper its centre was at least CARRY_RISE
   above its start height (:func:`carry_update`, latched), or None (as ``held``). A prop dragged
-  along the ground, or taken and dropped again at once, is not carried.
+  along the ground, or taken and dropped again at once, is not carried;
+- ``grip`` ``(..., 3)``: the gripper point (:func:`tasks.rewards.grip_point`, the jaw box centre),
+  or None (then a ``reached`` raises).
 
 A ``lifted`` with ``held`` also needs ``held[..., i]``; a ``placed_in_zone`` with ``released``
 also needs ``carried[..., i] & ~held[..., i]``: a prop pushed, knocked or dropped into a zone
@@ -37,7 +39,7 @@ from functools import reduce
 import numpy as np
 
 from caliper_jax.errors import CaliperError
-from tasks.schema import AllOf, AnyOf, Lifted, PlacedInZone, Predicate, Zone
+from tasks.schema import AllOf, AnyOf, Lifted, PlacedInZone, Predicate, Reached, Zone
 
 
 def _index(prop: str, prop_names) -> int:
@@ -52,6 +54,13 @@ def needs_velocity(pred: Predicate) -> bool:
     if isinstance(pred, (AllOf, AnyOf)):
         return any(needs_velocity(t) for t in pred.terms)
     return isinstance(pred, PlacedInZone) and pred.settled_speed is not None
+
+
+def needs_grip(pred: Predicate) -> bool:
+    """True when the verdict reads the gripper point (a ``reached`` predicate)."""
+    if isinstance(pred, (AllOf, AnyOf)):
+        return any(needs_grip(t) for t in pred.terms)
+    return isinstance(pred, Reached)
 
 
 def needs_grasp(pred: Predicate) -> bool:
@@ -93,22 +102,22 @@ def _grasp_error(pred) -> CaliperError:
 
 
 def _build(pred: Predicate, prop_names, xp):
-    """``fn(pos, pos0, vel, held, carried) -> bool (...)`` over the array module ``xp`` (numpy or
-    jax.numpy). Prop names resolve here, once; the inputs' dtype sets the comparison precision."""
+    """``fn(pos, pos0, vel, held, carried, grip) -> bool (...)`` over the array module ``xp`` (numpy
+    or jax.numpy). Prop names resolve here, once; the inputs' dtype sets the comparison precision."""
     if isinstance(pred, (AllOf, AnyOf)):
         terms = [_build(t, prop_names, xp) for t in pred.terms]
         op, unit = (xp.logical_and, True) if isinstance(pred, AllOf) else (xp.logical_or, False)
 
-        def combine(pos, pos0, vel, held, carried):
+        def combine(pos, pos0, vel, held, carried, grip):
             start = xp.full(pos.shape[:-2], unit)
-            return reduce(op, (term(pos, pos0, vel, held, carried) for term in terms), start)
+            return reduce(op, (term(pos, pos0, vel, held, carried, grip) for term in terms), start)
         return combine
     if isinstance(pred, Lifted):
         i = _index(pred.prop, prop_names)
         if pred.ref not in ("initial", "absolute"):
             raise CaliperError(f"lifted {pred.prop!r}: ref {pred.ref!r} is not one of initial, absolute")
 
-        def lifted(pos, pos0, vel, held, carried):
+        def lifted(pos, pos0, vel, held, carried, grip):
             z = pos[..., i, 2]
             rise = z - pos0[..., i, 2] if pred.ref == "initial" else z
             up = rise >= xp.asarray(pred.height, dtype=pos.dtype)
@@ -123,7 +132,7 @@ def _build(pred: Predicate, prop_names, xp):
         lo = [c - h for c, h in zip(pred.zone.center, pred.zone.half, strict=True)]
         hi = [c + h for c, h in zip(pred.zone.center, pred.zone.half, strict=True)]
 
-        def placed(pos, pos0, vel, held, carried):
+        def placed(pos, pos0, vel, held, carried, grip):
             p = pos[..., i, :]
             ok = xp.all((p >= xp.asarray(lo, dtype=pos.dtype)) & (p <= xp.asarray(hi, dtype=pos.dtype)),
                         axis=-1)
@@ -139,6 +148,16 @@ def _build(pred: Predicate, prop_names, xp):
                 ok = ok & carried[..., i] & ~held[..., i]
             return ok
         return placed
+    if isinstance(pred, Reached):
+        i = _index(pred.prop, prop_names)
+
+        def reached(pos, pos0, vel, held, carried, grip):
+            if grip is None:
+                raise CaliperError(f"reached {pred.prop!r}: needs the gripper point, and this state has none")
+            d = grip - pos[..., i, :] - xp.asarray([0.0, 0.0, pred.above], dtype=pos.dtype)
+            dist2 = d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1] + d[..., 2] * d[..., 2]
+            return dist2 <= xp.asarray(pred.tolerance * pred.tolerance, dtype=pos.dtype)
+        return reached
     raise CaliperError(f"not a success predicate: {pred!r}")
 
 
@@ -154,36 +173,40 @@ def _bools(x, xp):
 
 
 def evaluator_np(pred: Predicate, prop_names):
-    """The NumPy twin, built once: ``fn(pos, pos0, vel=None, held=None, carried=None) -> bool
-    array (...)`` (for a host loop that evaluates every tick; :func:`evaluate_np` builds it per
-    call)."""
+    """The NumPy twin, built once: ``fn(pos, pos0, vel=None, held=None, carried=None, grip=None)
+    -> bool array (...)`` (for a host loop that evaluates every tick; :func:`evaluate_np` builds it
+    per call)."""
     fn = _build(pred, prop_names, np)
 
-    def evaluate(pos, pos0, vel=None, held=None, carried=None):
-        return fn(_floats(pos, np), _floats(pos0, np), None if vel is None else _floats(vel, np),
-                  _bools(held, np), _bools(carried, np))
+    def evaluate(pos, pos0, vel=None, held=None, carried=None, grip=None):
+        pos = _floats(pos, np)
+        grip = None if grip is None else np.asarray(grip, pos.dtype)
+        return fn(pos, _floats(pos0, np), None if vel is None else _floats(vel, np),
+                  _bools(held, np), _bools(carried, np), grip)
     return evaluate
 
 
-def evaluate_np(pred: Predicate, prop_names, pos, pos0, vel=None, held=None, carried=None):
+def evaluate_np(pred: Predicate, prop_names, pos, pos0, vel=None, held=None, carried=None, grip=None):
     """The NumPy twin: the verdict for one state (a bool), or a bool array over leading batch
     dimensions. Lists become float64; float32 arrays compare in float32 (as the JAX twin does)."""
-    out = evaluator_np(pred, prop_names)(pos, pos0, vel, held, carried)
+    out = evaluator_np(pred, prop_names)(pos, pos0, vel, held, carried, grip)
     return bool(out) if np.ndim(out) == 0 else np.asarray(out, dtype=bool)
 
 
 def evaluator(pred: Predicate, prop_names):
-    """The JAX twin: a pure ``fn(pos, pos0, vel, held, carried) -> bool array (...)`` in
+    """The JAX twin: a pure ``fn(pos, pos0, vel, held, carried, grip) -> bool array (...)`` in
     ``jax.numpy`` (no jit inside; jit and vmap it as you like). ``vel`` may be None only when no
-    term is a settled check, ``held`` / ``carried`` only when no term judges the grasp: otherwise
-    the call raises while tracing."""
+    term is a settled check, ``held`` / ``carried`` only when no term judges the grasp, ``grip``
+    only when none is a ``reached``: otherwise the call raises while tracing."""
     import jax.numpy as jnp
 
     fn = _build(pred, prop_names, jnp)
 
-    def evaluate(pos, pos0, vel=None, held=None, carried=None):
-        return fn(_floats(pos, jnp), _floats(pos0, jnp), None if vel is None else _floats(vel, jnp),
-                  _bools(held, jnp), _bools(carried, jnp))
+    def evaluate(pos, pos0, vel=None, held=None, carried=None, grip=None):
+        pos = _floats(pos, jnp)
+        grip = None if grip is None else jnp.asarray(grip, pos.dtype)
+        return fn(pos, _floats(pos0, jnp), None if vel is None else _floats(vel, jnp),
+                  _bools(held, jnp), _bools(carried, jnp), grip)
     return evaluate
 
 
@@ -261,6 +284,9 @@ def describe(pred: Predicate) -> str:
         if pred.released:
             text += ", released from the gripper"
         return text
+    if isinstance(pred, Reached):
+        goal = f"{pred.above:g} m above {pred.prop}'s centre" if pred.above else f"{pred.prop}'s centre"
+        return f"gripper point within {pred.tolerance:g} m of {goal}"
     raise CaliperError(f"not a success predicate: {pred!r}")
 
 
@@ -285,4 +311,4 @@ def zone_pairs(pred: Predicate) -> list[tuple[str, Zone]]:
 
 __all__ = ["CARRY_RISE", "CARRY_S", "carry_start", "carry_ticks", "carry_update", "describe", "dwell_ticks",
            "evaluate_np", "evaluator", "evaluator_np", "geometric", "held_mask", "latch", "needs_grasp",
-           "needs_velocity", "props_of", "released_props", "streak", "zone_pairs"]
+           "needs_grip", "needs_velocity", "props_of", "released_props", "streak", "zone_pairs"]

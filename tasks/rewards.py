@@ -4,7 +4,8 @@ A task's reward per world and control tick is ``success * fired + sum_k weight_k
 ``fired`` is the tick the success predicate first holds (the 0/1 reward of a v1 task) and each
 term's value comes from its kind:
 
-- ``reach``       1 - tanh(|gripper point - prop centre| / scale)
+- ``reach``       1 - tanh(|gripper point - goal| / scale); goal: the prop centre raised by the
+                  optional ``above`` (m, default 0; a reaching task's hover point)
 - ``grasp``       1 while the prop is held (the env's grasp weld holds it)
 - ``lift``        clip((prop z - its episode-start z) / height, 0, 1)
 - ``to_zone``     1 - tanh(|prop centre - zone centre| / scale)
@@ -41,6 +42,7 @@ class RewardTerm:
     zone: str | None = None
     scale: float | None = None
     height: float | None = None
+    above: float | None = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,10 @@ def _dist(xp, a, b):
 
 def _reach(t, c, xp):
     i = c.props[t.prop]
-    return 1.0 - xp.tanh(_dist(xp, c.grip, c.pos[..., i, :]) / t.scale)
+    goal = c.pos[..., i, :]
+    if t.above:
+        goal = goal + xp.asarray([0.0, 0.0, t.above], dtype=goal.dtype)
+    return 1.0 - xp.tanh(_dist(xp, c.grip, goal) / t.scale)
 
 
 def _grasp(t, c, xp):
@@ -98,8 +103,9 @@ def _action_rate(t, c, xp):
 #: kind -> fn(term, ctx, xp) -> (...) value (unweighted).
 KINDS = {"reach": _reach, "grasp": _grasp, "lift": _lift, "to_zone": _to_zone, "action_rate": _action_rate}
 #: kind -> (required fields, optional fields) besides name, kind, weight.
-KIND_FIELDS = {"reach": (("prop", "scale"), ()), "grasp": (("prop",), ()), "lift": (("prop", "height"), ()),
-               "to_zone": (("prop", "zone", "scale"), ()), "action_rate": ((), ())}
+KIND_FIELDS = {"reach": (("prop", "scale"), ("above",)), "grasp": (("prop",), ()),
+               "lift": (("prop", "height"), ()), "to_zone": (("prop", "zone", "scale"), ()),
+               "action_rate": ((), ())}
 
 
 def grip_point(layout, xp, jaw_pos, jaw_rot):
@@ -145,7 +151,7 @@ def check_finite(values: dict, where: str = "") -> None:
 
 # ---- the JSON block (tasks.schema calls these; errors are "<key path>: <what>") --------------------
 
-_TERM_KEYS = ("name", "kind", "weight", "prop", "zone", "scale", "height")
+_TERM_KEYS = ("name", "kind", "weight", "prop", "zone", "scale", "height", "above")
 
 
 def parse_reward(d, props, zones, fail, num, obj, hint) -> RewardSpec:
@@ -171,7 +177,7 @@ def parse_reward(d, props, zones, fail, num, obj, hint) -> RewardSpec:
         if kind not in KINDS:
             fail(f"{path}.kind", f"{kind!r} is not one of {', '.join(KINDS)}{hint(kind, KINDS)}")
         required, optional = KIND_FIELDS[kind]
-        for key in ("prop", "zone", "scale", "height"):
+        for key in ("prop", "zone", "scale", "height", "above"):
             if key in t and key not in required + optional:
                 fail(f"{path}.{key}", f"not used by a {kind} term")
         for key in required:
@@ -195,6 +201,11 @@ def parse_reward(d, props, zones, fail, num, obj, hint) -> RewardSpec:
                 if v <= 0:
                     fail(f"{path}.{key}", f"must be > 0, got {v:g}")
                 kw[key] = v
+        if "above" in t:
+            v = num(t["above"], f"{path}.above")
+            if v < 0:
+                fail(f"{path}.above", f"must be >= 0, got {v:g}")
+            kw["above"] = v
         out.append(RewardTerm(name, kind, weight, **kw))
     return RewardSpec(success, tuple(out))
 
@@ -204,7 +215,7 @@ def reward_to_dict(spec: RewardSpec) -> dict:
     terms_ = []
     for t in spec.terms:
         d = {"name": t.name, "kind": t.kind, "weight": t.weight}
-        for key in ("prop", "zone", "scale", "height"):
+        for key in ("prop", "zone", "scale", "height", "above"):
             if getattr(t, key) is not None:
                 d[key] = getattr(t, key)
         terms_.append(d)

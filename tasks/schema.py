@@ -82,6 +82,18 @@ class PlacedInZone:
 
 
 @dataclass(frozen=True)
+class Reached:
+    """[reached] the gripper point (the jaw box centre, :func:`tasks.rewards.grip_point`) within
+    ``tolerance`` (m, > 0) of the goal point: the prop's centre raised by ``above`` (m, >= 0) --
+    a reaching task's target is a marker prop (moved by the ``prop_xy`` randomisation) and the
+    point hovering over it."""
+
+    prop: str
+    tolerance: float
+    above: float = 0.0
+
+
+@dataclass(frozen=True)
 class AllOf:
     """[all_of] every term holds (every term is evaluated)."""
 
@@ -95,7 +107,7 @@ class AnyOf:
     terms: tuple
 
 
-Predicate = Lifted | PlacedInZone | AllOf | AnyOf
+Predicate = Lifted | PlacedInZone | Reached | AllOf | AnyOf
 
 
 @dataclass(frozen=True)
@@ -154,6 +166,7 @@ _GRIPPER_KEYS = ("joint", "closed")
 _PREDICATE_KEYS = {
     "lifted": ("kind", "prop", "height", "ref", "held"),
     "placed_in_zone": ("kind", "prop", "zone", "settled_speed", "released"),
+    "reached": ("kind", "prop", "tolerance", "above"),
     "all_of": ("kind", "terms"),
     "any_of": ("kind", "terms"),
 }
@@ -331,13 +344,18 @@ def _predicate(d, path: str, zones: dict, props) -> Predicate:
     if "kind" not in d:
         _fail(_join(path, "kind"), f"missing (one of {', '.join(_PREDICATE_KEYS)})")
     kind = _choice(d["kind"], _join(path, "kind"), tuple(_PREDICATE_KEYS))
-    required = {"lifted": ("prop", "height"), "placed_in_zone": ("prop", "zone")}.get(kind, ("terms",))
+    required = {"lifted": ("prop", "height"), "placed_in_zone": ("prop", "zone"),
+                "reached": ("prop", "tolerance")}.get(kind, ("terms",))
     _obj(d, path, _PREDICATE_KEYS[kind], required)
     if kind in ("all_of", "any_of"):
         terms = _list(d["terms"], _join(path, "terms"))
         if not terms:
             _fail(_join(path, "terms"), f"{kind} needs at least one term")
         out = tuple(_predicate(t, _join(_join(path, "terms"), i), zones, props) for i, t in enumerate(terms))
+        for i, t in enumerate(out):
+            if isinstance(t, Reached):
+                _fail(_join(_join(_join(path, "terms"), i), "kind"),
+                      "reached is a whole task's success (the top-level predicate), not a term")
         return AllOf(out) if kind == "all_of" else AnyOf(out)
     prop = _str(d["prop"], _join(path, "prop"))
     if props is not None and prop not in props:
@@ -349,6 +367,14 @@ def _predicate(d, path: str, zones: dict, props) -> Predicate:
         if ref == "initial" and height <= 0:
             _fail(_join(path, "height"), f"must be > 0 for ref 'initial', got {height:g}")
         return Lifted(prop, height, ref, _bool(d.get("held", False), _join(path, "held")))
+    if kind == "reached":
+        tol = _num(d["tolerance"], _join(path, "tolerance"))
+        if tol <= 0:
+            _fail(_join(path, "tolerance"), f"must be > 0, got {tol:g}")
+        above = _num(d.get("above", 0.0), _join(path, "above"))
+        if above < 0:
+            _fail(_join(path, "above"), f"must be >= 0, got {above:g}")
+        return Reached(prop, tol, above)
     zpath = _join(path, "zone")
     if isinstance(d["zone"], str):
         if d["zone"] not in zones:
@@ -383,6 +409,11 @@ def predicate_to_dict(p: Predicate, zones=()) -> dict:
         out = {"kind": "lifted", "prop": p.prop, "height": p.height, "ref": p.ref}
         if p.held:
             out["held"] = True
+        return out
+    if isinstance(p, Reached):
+        out = {"kind": "reached", "prop": p.prop, "tolerance": p.tolerance}
+        if p.above:
+            out["above"] = p.above
         return out
     if isinstance(p, PlacedInZone):
         zone = p.zone.name if p.zone in tuple(zones) else _zone_to_dict(p.zone)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from caliper_jax.errors import CaliperError
-from tasks.schema import AllOf, AnyOf, Lifted, PlacedInZone
+from tasks.schema import AllOf, AnyOf, Lifted, PlacedInZone, Reached
 
 GRASP_TOL = 2e-3       # m: jaw bottom face centre to the prop's top face centre
 CONTACT_TOL = 1e-3     # m: deepest penetration tolerated at a witness pose
@@ -109,6 +109,8 @@ def term_label(pred) -> str:
         return f"lifted({pred.prop}, {pred.height:g} {pred.ref}{', held' if pred.held else ''})"
     if isinstance(pred, PlacedInZone):
         return f"placed_in_zone({pred.prop}, {pred.zone.name}{', released' if pred.released else ''})"
+    if isinstance(pred, Reached):
+        return f"reached({pred.prop}, {pred.tolerance:g}{f', above {pred.above:g}' if pred.above else ''})"
     if isinstance(pred, (AllOf, AnyOf)):
         kind = "all_of" if isinstance(pred, AllOf) else "any_of"
         return f"{kind}[{', '.join(term_label(t) for t in pred.terms)}]"
@@ -733,6 +735,73 @@ def verify_witness(ts, w: Witness, *, speed: float = JOINT_SPEED, hold_s: float 
     return Verification(success, at_start, pos, vel, settle_s, drift)
 
 
-__all__ = ["GRASP_TOL", "CONTACT_TOL", "LIFT_MARGIN", "ZONE_MARGIN", "Goal", "Grasp", "Verification",
-           "Witness", "goals", "grasps", "jaw_face", "top_face_center", "verify_witness",
-           "witness"]
+# ---- reaching (a ``reached`` success) ---------------------------------------------------------------
+
+def grip_of(ts, d) -> np.ndarray:
+    """(3,) world gripper point (:func:`tasks.rewards.grip_point`: the jaw box centre) in MuJoCo
+    data ``d`` of the task scene."""
+    from tasks.env_spec import jaw_body, jaw_box
+
+    body = jaw_body(ts)
+    centre, _ = jaw_box(ts)
+    return np.asarray(d.xpos[body]) + np.asarray(d.xmat[body]).reshape(3, 3) @ centre
+
+
+@dataclass(frozen=True)
+class ReachWitness:
+    """A settled simulation of the pose that puts the gripper point on a ``reached`` goal. ``q``
+    (nq,): the IK pose (None: none within the joint limits); ``goal`` (3,): the goal point at the
+    start; ``ik_error`` (m): FK of ``q`` to the goal; ``error`` (m): the settled gripper point to the
+    goal; ``success``: the task's verdict held for its dwell after the move."""
+
+    q: np.ndarray | None
+    goal: np.ndarray
+    ik_error: float
+    error: float
+    success: bool
+
+
+def reach_witness(ts, *, speed: float = JOINT_SPEED) -> ReachWitness:
+    """IK for a ``reached`` success (the gripper point onto the goal over the prop's start centre,
+    seeded at q0), then a MuJoCo simulation from q0: a smoothstep move at ``speed`` and HOLD_S of
+    holding, judged every CONTROL_DT with the task's dwell."""
+    from mjx_backend.cpu import MujocoBackend
+    from tasks.env_spec import jaw_box
+    from tasks.predicates import dwell_ticks, evaluate_np
+
+    pred, names = ts.task.success, ts.prop_names
+    if not isinstance(pred, Reached):
+        raise CaliperError(f"task {ts.name}: reach_witness needs a reached success, got {term_label(pred)}")
+    goal = np.asarray(ts.pos0[names.index(pred.prop)], np.float64) + np.array([0.0, 0.0, pred.above])
+    centre, _ = jaw_box(ts)
+    q = _solve(ts, centre, goal[None], np.asarray(ts.q0, np.float64)[None])[0]
+    kin = _Kin(ts)
+    kin.set(q)
+    ik_error = float(np.linalg.norm(grip_of(ts, kin.d) - goal))
+    if not _within_limits(ts, q) or ik_error > pred.tolerance:
+        return ReachWitness(None, goal, ik_error, np.inf, False)
+    L, nobody = ts.scene.layout, np.zeros(len(names), bool)
+    qadr = [L.prop_qposadr[n] for n in names]
+    need, run, ok = dwell_ticks(ts.task, round(1.0 / CONTROL_DT)), 0, False
+    q0 = np.asarray(ts.q0, np.float64)
+    n_move = max(1, int(round(max(MIN_LEG_S, float(np.max(np.abs(q - q0))) / speed) / CONTROL_DT)))
+    with MujocoBackend(ts.scene, q0=q0) as b:
+        b.enable()
+        for k in range(1, n_move + int(round(HOLD_S / CONTROL_DT)) + 1):
+            s = min(k / n_move, 1.0)
+            b.command(q0 + s * s * (3.0 - 2.0 * s) * (q - q0))
+            b.step(CONTROL_DT)
+            d = b.world_data()
+            pos = np.array([d.qpos[a:a + 3] for a in qadr]).reshape(-1, 3)
+            grip = grip_of(ts, d)
+            now = bool(evaluate_np(pred, names, pos, ts.pos0, None, nobody, nobody, grip))
+            run = run + 1 if now else 0
+            ok = ok or run >= need
+        i = names.index(pred.prop)
+        error = float(np.linalg.norm(grip - pos[i] - (goal - ts.pos0[i])))
+    return ReachWitness(q, goal, ik_error, error, ok)
+
+
+__all__ = ["GRASP_TOL", "CONTACT_TOL", "LIFT_MARGIN", "ZONE_MARGIN", "Goal", "Grasp", "ReachWitness",
+           "Verification", "Witness", "goals", "grasps", "grip_of", "jaw_face", "reach_witness",
+           "top_face_center", "verify_witness", "witness"]

@@ -164,12 +164,12 @@ def test_mjx_collector_trains_and_matches_the_cpu_collectors_first_batch(lift):
     cfg = P.PPOConfig(**{**TINY, "envs": 2, "rollout": 4}, steps=8)
     mjx = train_rl(lift, "ppo", cfg, engine="mjx", checkpoint_every=1)
     assert mjx.updates == 1 and mjx.engine == "mjx" and np.isfinite(mjx.history[0]["value_loss"])
-    from learn.rl.train import Setup, segment_seed
+    from learn.rl.train import ALGORITHMS, Setup, segment_seed
 
     got = {}
     for engine in ("mujoco", "mjx"):
-        s = Setup(lift, cfg, engine)
-        st = P.init_state(cfg, s.nets, s.flat0, s.env.obs_dim)
+        s = Setup(lift, ALGORITHMS["ppo"], cfg, engine)
+        st = s.init_state(cfg)
         s.collector.restart(segment_seed(cfg.seed, 0))
         got[engine], _ = s.collector.collect(st.params, st.stats, jax.random.PRNGKey(5), cfg.rollout)
     np.testing.assert_allclose(got["mjx"].u[0], got["mujoco"].u[0], atol=1e-4)   # same obs, same key

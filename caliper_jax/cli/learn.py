@@ -27,7 +27,7 @@ from learn.features import IMAGE_BUDGET_MB, OBS_SETS
 
 POLICY_KINDS = ("bc_mlp", "act", "diffusion")
 SPLIT_CHOICES = ("train", "val", "test")       # learn.protocol.SPLIT_NAMES (not imported: no JAX at parse)
-RL_ALGOS = ("ppo",)
+RL_ALGOS = ("ppo", "sac")
 
 
 def register(subparsers) -> None:
@@ -85,14 +85,15 @@ def register(subparsers) -> None:
                        help="mujoco: MuJoCo's C code on threads (default); mjx: MJX (an accelerator)")
         p.add_argument("--seed", type=int, default=0, help="randomisation seed (default 0)")
 
-    p = add("rl", cmd_rl, "train a policy by reinforcement learning on a task (PPO), then a verdict")
+    p = add("rl", cmd_rl, "train a policy by reinforcement learning on a task (PPO or SAC), then a verdict")
     p.add_argument("task", metavar="TASK", help="a zoo task or a task file (with a dense 'reward' block)")
     p.add_argument("--algo", choices=RL_ALGOS, default="ppo", help="algorithm (default ppo)")
     p.add_argument("--engine", choices=("mujoco", "mjx"), default="mujoco",
                    help="mujoco: MuJoCo's C batch + one jitted policy call per tick (default); mjx: "
                         "the whole batch as one lax.scan (an accelerator)")
-    p.add_argument("--envs", type=int, default=None, help="parallel worlds (default 64)")
-    p.add_argument("--steps", type=int, default=None, help="environment steps of the run (default 1000000)")
+    p.add_argument("--envs", type=int, default=None, help="parallel worlds (default: ppo 64, sac 32)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="environment steps of the run (default: ppo 1000000, sac 200000)")
     p.add_argument("--out", required=True, metavar="DIR", help="run folder: checkpoints, scalars, curve.png")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--config", metavar="JSON", default=None,
@@ -438,8 +439,7 @@ def cmd_rl(args) -> int:
     from pathlib import Path
 
     from caliper_jax.errors import CaliperError
-    from learn.rl.ppo import PPOConfig
-    from learn.rl.train import train_rl
+    from learn.rl.train import ALGORITHMS, train_rl
 
     overrides = _json_arg(args.config, "--config")
     if args.envs is not None:
@@ -452,7 +452,8 @@ def cmd_rl(args) -> int:
         raise CaliperError(f"--target must be a success rate in [0, 1], got {args.target}")
     if args.stop_success is not None and not 0.0 < args.stop_success <= 1.0:
         raise CaliperError(f"--stop-success must be in (0, 1], got {args.stop_success}")
-    cfg = PPOConfig.from_dict({**PPOConfig().to_dict(), **overrides}, "--config")
+    Config = ALGORITHMS[args.algo].config
+    cfg = Config.from_dict({**Config().to_dict(), **overrides}, "--config")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CaliperError(f"--out {out}: exists and is not a folder")

@@ -32,6 +32,8 @@ class BCMLP(nnx.Module):
         b = obs.shape[0]
         obs = features_with_images(self.vision, obs, images, key)
         out = self.net(obs.reshape(b, -1), key)
+        if self.config.squash:
+            out = jnp.tanh(out)
         return out.reshape(b, self.config.chunk_size, self.action_dim)
 
     def loss(self, batch: Batch, key: jax.Array) -> tuple[jax.Array, dict]:

@@ -36,8 +36,36 @@ from learn.normalize import STD_FLOOR
 from learn.policies.layers import MLP
 
 
+class RunConfig:
+    """What every RL config (a frozen dataclass with ``envs``, ``rollout``, ``steps``) shares."""
+
+    @property
+    def batch(self) -> int:
+        """Env steps collected per update: ``envs * rollout``."""
+        return self.envs * self.rollout
+
+    @property
+    def updates(self) -> int:
+        return -(-self.steps // self.batch)
+
+    def to_dict(self) -> dict:
+        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
+                for f in fields(self)}
+
+
+def config_kwargs(cls, d: dict, where: str) -> dict:
+    """The keyword arguments of ``cls`` from the JSON dict ``d`` (the ``*hidden`` lists as tuples);
+    an unknown key is a CaliperError naming ``where`` and the known keys."""
+    known = {f.name for f in fields(cls)}
+    bad = sorted(set(d) - known)
+    if bad:
+        raise CaliperError(f"{where}: unknown key(s) {', '.join(map(repr, bad))} "
+                           f"(known: {', '.join(sorted(known))})")
+    return {k: tuple(v) if k.endswith("hidden") else v for k, v in d.items()}
+
+
 @dataclass(frozen=True)
-class PPOConfig:
+class PPOConfig(RunConfig):
     """PPO hyper-parameters. ``envs`` worlds x ``rollout`` ticks per update; ``steps``: env steps
     of the whole run (rounded up to whole updates)."""
 
@@ -78,27 +106,9 @@ class PPOConfig:
             raise CaliperError(f"ppo config: envs * rollout ({self.envs * self.rollout}) must divide into "
                                f"{self.minibatches} minibatches")
 
-    @property
-    def batch(self) -> int:
-        return self.envs * self.rollout
-
-    @property
-    def updates(self) -> int:
-        return -(-self.steps // self.batch)
-
-    def to_dict(self) -> dict:
-        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
-                for f in fields(self)}
-
     @staticmethod
     def from_dict(d: dict, where: str = "ppo config") -> PPOConfig:
-        known = {f.name for f in fields(PPOConfig)}
-        bad = sorted(set(d) - known)
-        if bad:
-            raise CaliperError(f"{where}: unknown key(s) {', '.join(map(repr, bad))} "
-                               f"(known: {', '.join(sorted(known))})")
-        kw = {k: tuple(v) if k.endswith("hidden") else v for k, v in d.items()}
-        return PPOConfig(**kw)
+        return PPOConfig(**config_kwargs(PPOConfig, d, where))
 
 
 class RunningStats(NamedTuple):
@@ -297,5 +307,6 @@ def make_update(cfg: PPOConfig, nets: Nets, feat_idx: np.ndarray):
     return jax.jit(update)
 
 
-__all__ = ["Nets", "PPOConfig", "PPOState", "Rollout", "RunningStats", "actor_mean", "build", "gae",
-           "init_state", "log_prob", "make_optimizer", "make_policy", "make_update", "value"]
+__all__ = ["Nets", "PPOConfig", "PPOState", "Rollout", "RunConfig", "RunningStats", "actor_mean", "build",
+           "config_kwargs", "gae", "init_state", "log_prob", "make_optimizer", "make_policy", "make_update",
+           "value"]

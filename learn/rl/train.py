@@ -1,5 +1,8 @@
 """The RL training loop: collect (either engine) -> one jitted update -> scalars -> checkpoints.
 
+One loop for every algorithm of :data:`ALGORITHMS` (PPO, :mod:`learn.rl.ppo`; SAC,
+:mod:`learn.rl.sac`): each names its config class, networks, policy, state and jitted update.
+
 Runs in *segments* of ``checkpoint_every`` updates: each segment restarts every world from the
 randomisation seed ``segment_seed(cfg.seed, segment)`` (running episodes are cut there and
 bootstrapped like any truncation), the collection key of update ``u`` is ``fold_in(PRNGKey(seed
@@ -10,11 +13,12 @@ state, same observation statistics).
 Output folder ``out``:
 
 - ``step_<update>/``: checkpoints through :func:`learn.checkpoint.save_checkpoint` -- ``params``
-  is the deterministic actor as a BC-MLP (:func:`learn.rl.ppo`'s export, so ``caliper learn
-  eval|sweep|profile|autopsy`` load it like any BC policy), ``opt_state`` the whole
-  :class:`learn.rl.ppo.PPOState`, ``extra["rl"]`` the algorithm, config, task and engine;
+  is the deterministic actor as a BC-MLP (SAC's with ``squash``; ``caliper learn
+  eval|sweep|profile|autopsy`` load it like any BC policy), ``opt_state`` the whole algorithm
+  state (SAC's replay buffer included), ``extra["rl"]`` the algorithm, config, task and engine;
 - ``scalars.jsonl`` / ``scalars.csv``: one row per update (env steps, episodes ended, their mean
-  return and success, losses, entropy, KL, steps/s, wall time), rewritten atomically;
+  return and success, the algorithm's losses (:attr:`Algorithm.metrics`), steps/s, wall time),
+  rewritten atomically;
 - ``curve.png`` (with matplotlib): mean return and success against env steps.
 """
 from __future__ import annotations
@@ -33,11 +37,48 @@ import numpy as np
 
 from caliper_jax.errors import CaliperError
 from learn.rl import ppo as P
+from learn.rl import sac as S
 
-ALGOS = ("ppo",)
-SCALARS = ("update", "env_steps", "episodes", "return", "success", "held_success", "policy_loss",
-           "value_loss", "entropy", "approx_kl", "clip_frac", "std", "collect_s", "update_s", "steps_per_s",
-           "wall_s")
+
+@dataclass(frozen=True)
+class Algorithm:
+    """What the loop needs of an algorithm: its config class, ``build(cfg, feat_dim, obs_dim,
+    action_dim) -> (nets, flat)``, ``make_policy(nets, feat_idx) -> act``, ``init_state(cfg, nets,
+    flat, obs_dim, action_dim)``, ``make_update(cfg, nets, feat_idx, action_dim)``, the state class
+    (a NamedTuple; ``sub``: its NamedTuple fields), the metric names of an update, and whether the
+    exported actor's output is tanh-squashed."""
+
+    name: str
+    config: type
+    build: object
+    make_policy: object
+    init_state: object
+    make_update: object
+    state: type
+    sub: dict
+    metrics: tuple
+    squash: bool
+    needs_reward: bool
+
+
+ALGORITHMS = {
+    "ppo": Algorithm("ppo", P.PPOConfig, P.build, P.make_policy,
+                     lambda cfg, nets, flat, obs_dim, action_dim: P.init_state(cfg, nets, flat, obs_dim),
+                     lambda cfg, nets, idx, action_dim: P.make_update(cfg, nets, idx), P.PPOState,
+                     {"stats": P.RunningStats},
+                     ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "std"), False, False),
+    "sac": Algorithm("sac", S.SACConfig, S.build, S.make_policy, S.init_state, S.make_update, S.SACState,
+                     {"stats": P.RunningStats, "buffer": S.Buffer}, S.METRICS, True, True),
+}
+ALGOS = tuple(ALGORITHMS)
+_HEAD = ("update", "env_steps", "episodes", "return", "success", "held_success")
+_TAIL = ("collect_s", "update_s", "steps_per_s", "wall_s")
+SCALARS = _HEAD + ALGORITHMS["ppo"].metrics + _TAIL
+
+
+def scalar_columns(algo: str) -> tuple:
+    """The ``scalars.csv`` columns of a run of ``algo``."""
+    return _HEAD + ALGORITHMS[algo].metrics + _TAIL
 
 
 def segment_seed(seed: int, segment: int) -> int:
@@ -72,7 +113,7 @@ class RLResult:
 class Setup:
     """Env, feature layout, networks and collector of one run."""
 
-    def __init__(self, task, cfg: P.PPOConfig, engine: str, nthread=None):
+    def __init__(self, task, algo: Algorithm, cfg, engine: str, nthread=None):
         from learn.features import FeatureLayout, env_observation
         from tasks.env import VecEnv
 
@@ -85,8 +126,9 @@ class Setup:
         self.feat_idx = np.asarray(env_observation(self.features, L, probe)[0]).astype(np.int64)
         lo, hi = env.action_low.astype(np.float64), env.action_high.astype(np.float64)
         self.centre, self.half = 0.5 * (hi + lo), 0.5 * (hi - lo)
-        self.nets, self.flat0 = P.build(cfg, len(self.feat_idx), env.obs_dim, env.action_dim)
-        act = P.make_policy(self.nets, self.feat_idx)
+        self.algo = algo
+        self.nets, self.flat0 = algo.build(cfg, len(self.feat_idx), env.obs_dim, env.action_dim)
+        act = algo.make_policy(self.nets, self.feat_idx)
         if engine == "mjx":
             from learn.rl.collect import MjxCollector
 
@@ -95,10 +137,14 @@ class Setup:
             from learn.rl.collect import CpuCollector
 
             self.collector = CpuCollector(env, act, self.centre, self.half)
-        self.update = P.make_update(cfg, self.nets, self.feat_idx)
+        self.update = algo.make_update(cfg, self.nets, self.feat_idx, env.action_dim)
 
-    def export(self, state: P.PPOState, cfg: P.PPOConfig):
-        """The deterministic actor as a :class:`learn.bundle.TrainedPolicy` (a BC-MLP)."""
+    def init_state(self, cfg):
+        return self.algo.init_state(cfg, self.nets, self.flat0, self.env.obs_dim, self.env.action_dim)
+
+    def export(self, state, cfg):
+        """The deterministic actor as a :class:`learn.bundle.TrainedPolicy` (a BC-MLP; SAC's with
+        ``squash``)."""
         from flax import nnx
 
         from learn.bundle import TrainedPolicy
@@ -106,7 +152,7 @@ class Setup:
         from learn.normalize import Normalizer
         from learn.policies import build_policy
 
-        config = BCConfig(hidden=tuple(cfg.actor_hidden))
+        config = BCConfig(hidden=tuple(cfg.actor_hidden), squash=self.algo.squash)
         model = build_policy(config, len(self.feat_idx), self.env.action_dim, seed=0)
         nnx.update(model.net, self.nets.unravel(state.params)["actor"])
         st = state.stats
@@ -117,14 +163,15 @@ class Setup:
         return TrainedPolicy(model, config, self.features, norm, None)
 
 
-def _state_tree(state: P.PPOState) -> dict:
-    return {"params": state.params, "opt_state": state.opt_state, "stats": state.stats._asdict(),
-            "key": state.key, "update": state.update}
+def _state_tree(state) -> dict:
+    """An algorithm state as a dict (its NamedTuple fields as dicts; ``opt_state`` as optax has it)."""
+    return {k: (v._asdict() if isinstance(v, tuple) and hasattr(v, "_asdict") and k != "opt_state" else v)
+            for k, v in state._asdict().items()}
 
 
-def _from_tree(tree: dict) -> P.PPOState:
-    return P.PPOState(jnp.asarray(tree["params"]), tree["opt_state"], P.RunningStats(**tree["stats"]),
-                      jnp.asarray(tree["key"]), jnp.asarray(tree["update"]))
+def _from_tree(algo: Algorithm, tree: dict):
+    return algo.state(**{k: (algo.sub[k](**{n: jnp.asarray(x) for n, x in v.items()}) if k in algo.sub
+                             else v if k == "opt_state" else jnp.asarray(v)) for k, v in tree.items()})
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -133,14 +180,14 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_scalars(out: Path, history: list) -> None:
-    """``scalars.jsonl`` and ``scalars.csv`` (columns :data:`SCALARS`), atomically."""
+def write_scalars(out: Path, history: list, columns: tuple = SCALARS) -> None:
+    """``scalars.jsonl`` and ``scalars.csv`` (``columns``: :func:`scalar_columns`), atomically."""
     _write_atomic(out / "scalars.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in history))
     buf = io.StringIO()
-    w = csv.DictWriter(buf, SCALARS, extrasaction="ignore")
+    w = csv.DictWriter(buf, columns, extrasaction="ignore")
     w.writeheader()
     for r in history:
-        w.writerow({k: ("" if r.get(k) is None else r[k]) for k in SCALARS})
+        w.writerow({k: ("" if r.get(k) is None else r[k]) for k in columns})
     _write_atomic(out / "scalars.csv", buf.getvalue())
 
 
@@ -173,7 +220,7 @@ def plot_curve(history: list, path: Path, title: str) -> Path | None:
     return path
 
 
-def _save(out: Path, setup: Setup, state: P.PPOState, cfg: P.PPOConfig, meta: dict, keep: int = 2) -> Path:
+def _save(out: Path, setup: Setup, state, cfg, meta: dict, keep: int = 2) -> Path:
     from learn.checkpoint import save_run_checkpoint
 
     policy = setup.export(state, cfg)
@@ -183,7 +230,7 @@ def _save(out: Path, setup: Setup, state: P.PPOState, cfg: P.PPOConfig, meta: di
                                extra={"rl": meta})
 
 
-def _resume(out: Path, setup: Setup, template: P.PPOState, meta: dict) -> tuple[P.PPOState, list]:
+def _resume(out: Path, setup: Setup, template, meta: dict) -> tuple:
     from learn.checkpoint import load_checkpoint, read_checkpoint_meta, resolve_checkpoint
 
     path = resolve_checkpoint(out)
@@ -196,7 +243,7 @@ def _resume(out: Path, setup: Setup, template: P.PPOState, meta: dict) -> tuple[
                                f"with the same settings")
     ckpt = load_checkpoint(path, expect_features=setup.features,
                            opt_template=jax.device_get(_state_tree(template)))
-    state = _from_tree(ckpt.opt_state)
+    state = _from_tree(setup.algo, ckpt.opt_state)
     rows = []
     log = out / "scalars.jsonl"
     if log.is_file():
@@ -205,10 +252,11 @@ def _resume(out: Path, setup: Setup, template: P.PPOState, meta: dict) -> tuple[
     return state, rows
 
 
-def train_rl(task, algo: str = "ppo", cfg: P.PPOConfig | None = None, *, engine: str = "mujoco", out=None,
+def train_rl(task, algo: str = "ppo", cfg=None, *, engine: str = "mujoco", out=None,
              resume: bool = False, checkpoint_every: int | None = None, progress=None, nthread=None,
              stop_success: float | None = None) -> RLResult:
-    """Train ``algo`` on ``task`` (zoo name, task file, Task or TaskScene) -> :class:`RLResult`.
+    """Train ``algo`` (``"ppo"``, ``"sac"``) on ``task`` (zoo name, task file, Task or TaskScene)
+    -> :class:`RLResult`. ``cfg``: the algorithm's config (None: its defaults).
     ``out``: the run folder (None: no files); ``resume``: continue from its newest checkpoint;
     ``checkpoint_every``: updates per segment (None: enough ticks for three episodes of the task's
     horizon); ``progress(row)``: called after every update with the scalar row; ``stop_success``: stop at
@@ -217,7 +265,11 @@ def train_rl(task, algo: str = "ppo", cfg: P.PPOConfig | None = None, *, engine:
 
     if algo not in ALGOS:
         raise CaliperError(f"algo {algo!r}: expected one of {', '.join(ALGOS)}")
-    cfg = cfg or P.PPOConfig()
+    spec = ALGORITHMS[algo]
+    cfg = cfg or spec.config()
+    if not isinstance(cfg, spec.config):
+        raise CaliperError(f"algo {algo}: the config must be a {spec.config.__name__}, got "
+                           f"{type(cfg).__name__}")
     ts = resolve_task(task)
     if checkpoint_every is None:                 # segments of >= 3 episodes, so failures show up too
         from tasks.env_spec import make_layout
@@ -226,13 +278,17 @@ def train_rl(task, algo: str = "ppo", cfg: P.PPOConfig | None = None, *, engine:
     if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 1:
         raise CaliperError(f"checkpoint_every must be an integer >= 1, got {checkpoint_every!r}")
     if ts.task.reward is None or not ts.task.reward.active:
+        if spec.needs_reward:
+            raise CaliperError(f"task {ts.task.name}: no dense reward terms (a 'reward' block with a "
+                               f"nonzero term); {algo} cannot learn from the 0/1 success flag alone -- add "
+                               "reward terms (docs/tasks.md) or use --algo ppo")
         import warnings
 
         warnings.warn(f"task {ts.task.name}: no dense reward terms; PPO learns from the 0/1 success flag "
                       "alone", stacklevel=2)
     t_start = time.perf_counter()
-    setup = Setup(ts, cfg, engine, nthread)
-    state = P.init_state(cfg, setup.nets, setup.flat0, setup.env.obs_dim)
+    setup = Setup(ts, spec, cfg, engine, nthread)
+    state = setup.init_state(cfg)
     meta = {"algo": algo, "task": ts.task.name, "engine": engine, "config": cfg.to_dict(),
             "checkpoint_every": checkpoint_every}
     history: list = []
@@ -271,7 +327,7 @@ def train_rl(task, algo: str = "ppo", cfg: P.PPOConfig | None = None, *, engine:
                "collect_s": round(t1 - t0, 4), "update_s": round(t2 - t1, 4),
                "steps_per_s": round(cfg.batch / max(t1 - t0, 1e-9), 1),
                "wall_s": round(time.perf_counter() - wall0, 3)}
-        for k in ("return", "policy_loss", "value_loss"):
+        for k in ("return",) + spec.metrics:
             if row[k] is not None and not np.isfinite(row[k]):
                 raise CaliperError(f"update {u}: {k} is {row[k]} (diverged); lower the lr or check the "
                                    "reward terms")
@@ -280,7 +336,7 @@ def train_rl(task, algo: str = "ppo", cfg: P.PPOConfig | None = None, *, engine:
             progress(row)
         end_of_segment = (u + 1) % checkpoint_every == 0 or u + 1 == cfg.updates
         if out is not None:
-            write_scalars(out, history)
+            write_scalars(out, history, scalar_columns(algo))
             if end_of_segment:
                 ckpt = _save(out, setup, state, cfg, meta)
         if end_of_segment and stop_success is not None:
@@ -295,4 +351,5 @@ def train_rl(task, algo: str = "ppo", cfg: P.PPOConfig | None = None, *, engine:
                     history, compile_s, time.perf_counter() - t_start, policy)
 
 
-__all__ = ["ALGOS", "RLResult", "SCALARS", "plot_curve", "segment_seed", "train_rl", "write_scalars"]
+__all__ = ["ALGORITHMS", "ALGOS", "Algorithm", "RLResult", "SCALARS", "plot_curve", "scalar_columns",
+           "segment_seed", "train_rl", "write_scalars"]
