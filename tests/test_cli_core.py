@@ -74,3 +74,21 @@ def test_sim_contact_rests_on_the_ground(capsys):
     report = json.loads(out)
     assert code == 0 and report["contacts"] > 0
     assert max(abs(x) for x in report["v_final"]) < 1e-3  # at rest on the plane
+
+
+def test_every_parser_formats_its_help():
+    """`caliper ... --help` works on every verb and sub-verb (argparse %-formats help texts: a bare
+    '%' crashed `caliper task --help`). Planted bug caught: 'Wilson 95% interval' as a help text."""
+    import argparse
+
+    from caliper_jax.cli import build_parser
+
+    seen, todo = 0, [build_parser()]
+    while todo:
+        parser = todo.pop()
+        parser.format_help()
+        seen += 1
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(action.choices.values())
+    assert seen > 40

@@ -35,7 +35,7 @@ def register(subparsers) -> None:
                         "default 100, 0 skips K011)")
     for name, handler, text in (("demo", cmd_demo, "record scripted demonstrations as a LeRobot v3 dataset"),
                                 ("rollout", cmd_rollout, "run a policy on N worlds; success rate with its "
-                                                         "Wilson 95% interval")):
+                                                         "Wilson 95%% interval")):
         p = add(name, handler, text)
         if name == "demo":
             p.add_argument("--out", required=True, metavar="DATASET", help="a new dataset folder")
