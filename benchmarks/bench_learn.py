@@ -65,14 +65,15 @@ SPEED_ROWS = {"act": ("act", False, False), "act_vae": ("act", True, False),
 def speed_configs(row: str, batch: int):
     """(our policy config, our train config) of a speed row, from RECIPES; the image rows with the
     ResNet-18 at its own width where our configs have image encoders."""
+    from dataclasses import replace
+
     from benchmarks.lerobot.like_for_like import with_resnet18
-    from learn.config import TrainConfig, config_from_dict
+    from learn.recipes import recipe
 
     kind, vae, images = SPEED_ROWS[row]
-    pdict, tdict = RECIPES[kind]
-    pcfg = config_from_dict(dict(pdict, **({"use_vae": vae} if kind == "act" else {"denoiser": "unet"})))
-    tdict = {k: v for k, v in tdict.items() if k != "steps"}
-    return with_resnet18(pcfg) if images else pcfg, TrainConfig(**tdict, batch_size=batch)
+    r = recipe(kind)
+    pcfg = replace(r.policy, **({"use_vae": vae} if kind == "act" else {"denoiser": "unet"}))
+    return with_resnet18(pcfg) if images else pcfg, replace(r.train, batch_size=batch)
 
 
 def _our_images_missing() -> str | None:

@@ -140,11 +140,12 @@ def test_cli_prints_both_configurations(capsys):
 
 
 def test_speed_rows_are_configured_from_the_recipes():
-    from benchmarks.bench_learn import RECIPES, SPEED_ROWS, speed_configs
+    from benchmarks.bench_learn import SPEED_ROWS, speed_configs
+    from learn.recipes import recipe
 
     for row in SPEED_ROWS:
         pcfg, tcfg = speed_configs(row, 32)
         spec = spec_for(pcfg, tcfg)
         assert spec["batch"] == 32
         assert spec["config"]["chunk_size" if pcfg.kind == "act" else "horizon"] == \
-            RECIPES[pcfg.kind][0]["chunk_size"]
+            recipe(pcfg.kind).policy.chunk_size
