@@ -60,7 +60,8 @@ class PolicyConfig:
                                    f"got {self.temporal_ensemble!r}")
             if self.n_action_steps != 1:
                 raise CaliperError(f"{self.kind} config: temporal_ensemble needs n_action_steps == 1, got "
-                                   f"{self.n_action_steps}")
+                                   f"{self.n_action_steps} (set \"temporal_ensemble\": null to execute "
+                                   f"{self.n_action_steps} actions of each chunk open loop)")
 
 
 @dataclass(frozen=True)

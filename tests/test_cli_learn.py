@@ -31,7 +31,8 @@ def demos(tmp_path_factory):
 def run_dir(demos):
     out = demos.parent / "run"
     code, text, err = run("learn", "train", demos, "--out", out, "--steps", "6", "--json",
-                          "--config", '{"hidden": [8], "chunk_size": 4, "n_action_steps": 2}',
+                          "--config",
+                          '{"hidden": [8], "chunk_size": 4, "n_action_steps": 2, "temporal_ensemble": null}',
                           "--train-config", '{"warmup": 1, "eval_every": 3, "log_every": 3}',
                           "--val-fraction", "0.5")
     assert code == 0, err
