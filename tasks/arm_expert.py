@@ -19,6 +19,12 @@ at the start of every phase (never open loop from tick 0):
     release    open the gripper, wait RELEASE_S
     retreat    IK straight up by the pre-grasp height, then hold
 
+An insertion task (``"expert": "insert"``: a peg into a hole, the success zone inside the hole)
+runs the same phases with two changes: at the end of the lift the hand turns so that the prop it
+holds (its yaw observed now) lines up with the world axes, which the zone's -- and the hole's --
+faces follow; before the lowering, the prop's bottom-face centre (not its centre: a tilted peg)
+is put over the zone's centre.
+
 A push task (``"expert": "push"`` in the task file) runs instead, gripper closed:
 
     approach   IK above the pre-push point: behind the prop on the line from its centre to the
@@ -123,9 +129,10 @@ class ArmExpert:
         self.on = None if on is None else list(ts.prop_names).index(on)    # a stack: the prop below
         self.rise = getattr(ts.task.success, "rise", 0.0)
         self.half = np.asarray(ts.task.props[self.prop].size, np.float64)
-        self.push = getattr(ts.task, "expert", None) == "push"
-        if self.push and self.zone is None:
-            raise CaliperError(f"task {ts.name}: a push expert needs a zone in the success predicate")
+        skill = getattr(ts.task, "expert", None)
+        self.push, self.insert = skill == "push", skill == "insert"
+        if (self.push or self.insert) and self.zone is None:
+            raise CaliperError(f"task {ts.name}: a {skill} expert needs a zone in the success predicate")
         self.ground = 0.0 if ts.task.ground is None else float(ts.task.ground)
         self.vmax = np.asarray(model.dof_velocity_limit, np.float64)
         if self.profile.vmax is not None:        # the URDF's limit is above what the servo does
@@ -279,6 +286,8 @@ class ArmExpert:
                 return self._plan(w, "lift", _min_jerk(cur, goal, self.vmax, self.fps, SPEED))
             if phase == "lift" and self._places:
                 cur = self.rows[w][-1]
+                if self.insert:        # turn the hand so that the prop in it lines up with the world axes
+                    self.yaw[w] = -_fold(_yaw(quat) - self.yaw[w])
                 c = self._land(parts, w)
                 goal = self._ik(np.array([c[0], c[1], self.carry_z]), self.yaw[w], cur)
                 goal[self.finger] = self.closed
@@ -286,6 +295,11 @@ class ArmExpert:
             if phase == "carry":
                 cur = self.rows[w][-1]
                 offset = pos - self.tcp(q)[:3, 3]              # the prop in the hand, observed now
+                if self.insert:        # the bottom face's centre goes over the hole (a tilted peg)
+                    from caliper_jax.io.rotations import quat_to_mat
+
+                    R = np.asarray(quat_to_mat(np.asarray(quat, np.float64)[None]))[0]
+                    offset[:2] = (pos - R[:, 2] * self.half[2])[:2] - self.tcp(q)[:3, 3][:2]
                 goal = self._ik(self._land(parts, w) - offset, self.yaw[w], cur)
                 goal[self.finger] = self.closed
                 return self._plan(w, "lower", _min_jerk(cur, goal, self.vmax, self.fps, SLOW))

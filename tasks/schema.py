@@ -19,7 +19,9 @@ Version 2 (a superset: every version-1 file loads unchanged) adds
 - ``grasp``: ``"friction"`` (pads and physics, the default on a registry arm) or ``"weld"`` (the
   labelled heuristic, the only grasp of ``gripper_arm``);
 - ``expert``: the skill of the task's scripted expert on a registry arm, ``"pick"`` (grasp, lift,
-  place; the default) or ``"push"`` (push the prop into the success zone without grasping);
+  place; the default), ``"push"`` (push the prop into the success zone without grasping) or
+  ``"insert"`` (pick, line the prop up with the world axes, lower it into the zone: a peg into a hole);
+- ``scene.fixtures``: static boxes fixed to the world (a peg's hole), never randomised;
 - ``randomization``: the task's declared per-episode randomisation, the fields of
   :class:`tasks.env_spec.EnvRandomization` (``prop_xy``, ``prop_yaw`` half-widths; ``prop_mass``,
   ``prop_friction``, ``damping``, ``gain``, ``gravity`` as ``[lo, hi]`` factors; null: fixed).
@@ -156,6 +158,7 @@ class Task:
     expert: str | None = None          # the scripted expert's skill: "pick" (default) | "push" (v2)
     reward: RewardSpec | None = None   # schema v2 dense reward block (None: the 0/1 success flag)
     success_dwell_s: float = 0.0       # s the verdict must hold without a break (0: one tick)
+    fixtures: tuple = ()               # static boxes fixed to the world (Prop, mass unused) (v2)
 
 
 # ---- the loader -----------------------------------------------------------------------------------
@@ -171,12 +174,13 @@ _TOP_KEYS = ("version", "name", "robot", "q0", "scene", "gripper", "success", "s
              "fps")
 _TOP_KEYS_V2 = _TOP_KEYS + ("grasp", "randomization", "expert", "reward")
 GRASPS = ("weld", "friction")
-EXPERTS = ("pick", "push")
+EXPERTS = ("pick", "push", "insert")
 _RANDOM_OFFSETS = ("prop_xy", "prop_yaw")
 _RANDOM_FACTORS = ("prop_mass", "prop_friction", "damping", "gain", "gravity")
 RANDOM_FIELDS = _RANDOM_OFFSETS + _RANDOM_FACTORS    # the fields a task may declare (v2)
 _SCENE_KEYS = ("ground", "props", "zones")
-
+_SCENE_KEYS_V2 = _SCENE_KEYS + ("fixtures",)
+_FIXTURE_KEYS = ("name", "kind", "halfExtents", "pos", "quat", "rgba", "material")
 _PROP_KEYS = ("name", "kind", "halfExtents", "radius", "length", "pos", "quat", "mass", "rgba", "material")
 _PROP_SIZE_KEYS = {"box": ("halfExtents",), "sphere": ("radius",), "cylinder": ("radius", "length")}
 _MATERIAL_KEYS = ("solref", "solimp", "friction", "name")
@@ -318,6 +322,14 @@ def _prop(d, path: str) -> Prop:
         return Prop.from_dict(spec)
     except CaliperError as exc:
         _fail(path, f"prop {name!r}: {exc}")
+
+
+def _fixture(d, path: str) -> Prop:
+    """A static box fixed to the world: a prop's keys less the mass, ``kind`` "box" (or absent)."""
+    _obj(d, path, _FIXTURE_KEYS, ("name", "halfExtents", "pos"))
+    if d.get("kind", "box") != "box":
+        _fail(_join(path, "kind"), f"{d['kind']!r}: a fixture is a box")
+    return _prop({**d, "kind": "box"}, path)
 
 
 def _stable_quat(quat) -> list:
@@ -564,11 +576,17 @@ def _parse(data, base_dir: Path, source: Path | None) -> Task:
     name = _str(data["name"], "name")
     robot, robot_name = _robot(data["robot"], base_dir, version)
     q0 = _vec(data["q0"], "q0") if data.get("q0") is not None else None
-    scene = _obj(data["scene"], "scene", _SCENE_KEYS)
+    scene = _obj(data["scene"], "scene", _SCENE_KEYS_V2 if version == 2 else _SCENE_KEYS)
     ground = scene.get("ground", 0.0)
     ground = None if ground is None else _num(ground, "scene.ground")
     props = _unique([_prop(p, f"scene.props[{i}]") for i, p in
                      enumerate(_list(scene.get("props", []), "scene.props"))], "scene.props", "prop")
+    fixtures = _unique([_fixture(f, f"scene.fixtures[{i}]") for i, f in
+                        enumerate(_list(scene.get("fixtures", []), "scene.fixtures"))],
+                       "scene.fixtures", "fixture")
+    for i, f in enumerate(fixtures):
+        if f.name in {p.name for p in props}:
+            _fail(f"scene.fixtures[{i}].name", f"{f.name!r} is also a prop's name")
     zones = _unique([_zone(z, f"scene.zones[{i}]") for i, z in
                      enumerate(_list(scene.get("zones", []), "scene.zones"))], "scene.zones", "zone")
     gripper = None
@@ -594,7 +612,7 @@ def _parse(data, base_dir: Path, source: Path | None) -> Task:
     if dwell < 0:
         _fail("successDwellS", f"must be >= 0, got {dwell:g}")
     return Task(name, robot, q0, ground, props, zones, gripper, success, horizon, fps, source, version,
-                robot_name, grasp, randomization, expert, reward, success_dwell_s=dwell)
+                robot_name, grasp, randomization, expert, reward, success_dwell_s=dwell, fixtures=fixtures)
 
 
 def parse_task(data: dict, base_dir: Path | None = None, source: str | Path | None = None) -> Task:
@@ -652,6 +670,9 @@ def task_to_dict(task: Task) -> dict:
         out["q0"] = list(task.q0)
     out["scene"] = {"ground": task.ground, "props": [_prop_to_dict(p) for p in task.props],
                     "zones": [_zone_to_dict(z) for z in task.zones]}
+    if task.fixtures:
+        out["scene"]["fixtures"] = [{k: v for k, v in _prop_to_dict(f).items() if k != "mass"}
+                                    for f in task.fixtures]
     if task.gripper is not None:
         out["gripper"] = {"closed": task.gripper.closed}
         if task.gripper.joint is not None:

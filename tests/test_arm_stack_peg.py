@@ -13,6 +13,7 @@ from caliper_jax.errors import CaliperError
 from tasks.schema import Stacked, find_task, load_task, parse_task, task_to_dict
 
 STACK = json.loads(find_task("panda-stack").read_text())
+PEG = json.loads(find_task("panda-insert-peg").read_text())
 
 
 def _parse(d):
@@ -106,7 +107,85 @@ def test_check_flags_a_stack_that_starts_stacked():
     assert "K001" not in [f.code for f in check_task(_parse(d), simulate=False)]
 
 
-@pytest.mark.parametrize("name", ["panda-stack"])
+def _drop_peg(ts, xy_offset, seconds=0.6):
+    """(3,) where the peg settles when released upright 5 mm above the rim, at the hole's centre
+    moved by ``xy_offset`` (m), the arm held at q0."""
+    import mujoco
+
+    mj, L = ts.scene.mj, ts.scene.layout
+    d = mujoco.MjData(mj)
+    d.qpos[:] = ts.qpos(ts.q0)
+    a = L.prop_qposadr["peg"]
+    d.qpos[a:a + 7] = [0.5 + xy_offset[0], 0.15 + xy_offset[1], 0.03 + 0.05 + 0.005, 1, 0, 0, 0]
+    d.ctrl[:] = np.asarray(ts.q0)[[ts.model.joint_names.index(n) for n in ts.scene.mjcf.actuated]]
+    for _ in range(round(seconds / mj.opt.timestep)):
+        mujoco.mj_step(mj, d)
+    return d.qpos[a:a + 3].copy()
+
+
+def test_fixtures_are_static_geometry_with_a_real_hole():
+    """The hole's four walls are world geoms (no joint), 3 mm of clearance per side around the
+    24 mm peg; a peg dropped at the hole's centre falls in to the floor and meets the success zone,
+    one dropped 20 mm off centre stays on a wall and does not, nor does a peg 14 mm into the hole
+    (15 mm required). Planted bugs caught: fixtures not written to the MJCF (the peg falls to the
+    ground), a zone deeper or taller than stated."""
+    from tasks.predicates import evaluate_np
+    from tasks.scene import build_scene
+
+    task = load_task(find_task("panda-insert-peg"))
+    ts = build_scene(task)
+    import mujoco
+
+    mj = ts.scene.mj
+    for f in task.fixtures:
+        g = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_GEOM, f.name)
+        assert g >= 0 and mj.geom_bodyid[g] == 0, f.name
+    walls = {f.name: f for f in task.fixtures}
+    hole_x = walls["hole_wall_xhi"].pos[0] - walls["hole_wall_xhi"].size[0] \
+        - (walls["hole_wall_xlo"].pos[0] + walls["hole_wall_xlo"].size[0])
+    assert hole_x - 2 * task.props[0].size[0] == pytest.approx(0.006)       # 3 mm per side
+    inside = _drop_peg(ts, (0.0, 0.0))
+    assert inside[2] == pytest.approx(0.05, abs=2e-3)                         # on the floor of the hole
+    on_wall = _drop_peg(ts, (0.02, 0.0))
+    assert on_wall[2] > 0.075                                                 # resting on a wall
+    names, carried, nobody = ["peg"], np.array([True]), np.array([False])
+    rim = np.array([0.5, 0.15, 0.03 + 0.05 - 0.014])       # 14 mm in: 1 mm short of the required depth
+    judge = [evaluate_np(task.success, names, p[None], ts.pos0, np.zeros((1, 3)), nobody, carried)
+             for p in (inside, on_wall, rim)]
+    assert judge == [True, False, False]
+
+
+def test_check_flags_a_prop_inside_a_fixture():
+    """K004 names the fixture a prop starts inside (the peg moved into a wall of the hole); the zoo
+    file has no start-state finding. Planted bug caught: fixtures left out of the overlap rule."""
+    from tasks.check import check_task
+
+    assert check_task(_parse(PEG), simulate=False) == []
+    d = copy.deepcopy(PEG)
+    d["scene"]["props"][0]["pos"] = [0.47, 0.15, 0.05]
+    found = [f for f in check_task(_parse(d), simulate=False) if f.code == "K004"]
+    assert len(found) == 1 and "overlaps fixture 'hole_wall_xlo'" in found[0].message, found
+
+
+def test_fixtures_need_version_2_and_boxes():
+    d = copy.deepcopy(PEG)
+    d["scene"]["fixtures"][0]["kind"] = "sphere"
+    with pytest.raises(CaliperError, match=r"scene.fixtures\[0\].kind: 'sphere': a fixture is a box"):
+        _parse(d)
+    d = copy.deepcopy(PEG)
+    d["scene"]["fixtures"][1]["name"] = "peg"
+    with pytest.raises(CaliperError, match=r"scene.fixtures\[1\].name: 'peg' is also a prop's name"):
+        _parse(d)
+    d = {k: v for k, v in copy.deepcopy(PEG).items() if k not in ("grasp", "randomization", "expert")}
+    d["version"] = 1
+    import robots
+
+    d["robot"] = str(robots.resolve("panda"))          # a version-1 file names the URDF by path
+    with pytest.raises(CaliperError, match="scene.fixtures: unknown key"):
+        _parse(d)
+
+
+@pytest.mark.parametrize("name", ["panda-stack", "panda-insert-peg"])
 def test_expert_stacks_and_inserts(name):
     """One randomised episode per task: the expert succeeds and the scored prop ends where the task
     says (A on B; the peg in the hole, below the rim). Planted bugs caught: a stack lowered to the

@@ -139,7 +139,8 @@ def _wilson(k, n, z=1.959963984540054):
 @pytest.mark.slow
 @pytest.mark.parametrize("name, need", [("panda-lift-cube", 95), ("panda-pick-place", 95),
                                         ("panda-push-cube", 95), ("so101-lift-cube", 90),
-                                        ("so101-pick-place", 90), ("panda-stack", 90)])
+                                        ("so101-pick-place", 90), ("panda-stack", 90),
+                                        ("panda-insert-peg", 80)])
 def test_expert_success_rate(name, need):
     eps, _ = _expert_run(name, 4, 100)
     k = sum(ep.success for ep in eps)
