@@ -155,11 +155,13 @@ def _set_material(el: ET.Element, material: Material | None) -> None:
 def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, ground: float | None = None,
                   props=(), material=None, ground_material=None, options=None, visual: bool = False,
                   meshes: bool = True, weld_body: str | None = None, arm=None,
-                  colliders: str = "mesh") -> Mjcf:
+                  colliders: str = "mesh", fixtures=()) -> Mjcf:
     """Generate the MJCF of ``model`` in a scene.
 
     ``actuators``: "motor" | "position" | "velocity" | "none". ``kp``/``kv``: servo gains (scalar,
     per actuated joint, or {joint: gain}). ``ground``: height of a ground plane, None for none.
+    ``fixtures``: static boxes (:class:`Prop` values whose mass is unused) fixed to the world, each
+    one geom named after it (a peg's hole, a wall).
     ``material``: robot (and default ground) contact material, a preset name or a mapping; None
     keeps MuJoCo's defaults. ``weld_body``: our joint name or "auto" (the detected gripper) to
     add one inactive weld per prop for grasping. ``visual``: also export visual geoms (no contact).
@@ -175,16 +177,20 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
         raise CaliperError(f"actuators={actuators!r}: expected one of {', '.join(ACTUATORS)}")
     opts = as_options(options)
     props = as_props(props)
+    fixtures = as_props(fixtures)
     robot_mat = resolve_material(material)
     ground_mat = resolve_material(ground_material) if ground_material is not None else robot_mat
     if ground is not None and not np.isfinite(ground):
         raise CaliperError(f"ground height must be finite, got {ground}")
     body_names = _body_names(model)
     taken_bodies = set(body_names) | {"world"}
-    for p in props:
+    for p in (*props, *fixtures):
         if p.name in taken_bodies:
-            raise CaliperError(f"prop name {p.name!r} collides with a robot body name")
+            raise CaliperError(f"prop name {p.name!r} collides with a robot body name or another prop")
         taken_bodies.add(p.name)
+    for f in fixtures:
+        if f.kind != "box":
+            raise CaliperError(f"fixture {f.name!r}: kind {f.kind!r}, only boxes are fixtures")
     weld_mj = None
     if weld_body is not None and props:
         if weld_body == "auto":
@@ -211,6 +217,10 @@ def model_to_mjcf(model: Model, *, actuators: str = "motor", kp=100.0, kv=10.0, 
         g = ET.SubElement(world, "geom", name="ground", type="plane", size="0 0 1", pos=f"0 0 {_f(ground)}",
                           rgba="0.6 0.6 0.6 1")
         _set_material(g, ground_mat)
+    for f in fixtures:
+        g = ET.SubElement(world, "geom", name=f.name, type="box", size=_v(f.size), pos=_v(f.pos),
+                          quat=_v(f.quat), rgba=_v(f.rgba))
+        _set_material(g, f.material)
 
     # ---- robot bodies ------------------------------------------------------------------------
     # leaves keep their dtype so numbers are written in their own precision

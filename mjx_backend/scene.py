@@ -103,6 +103,20 @@ class Prop:
         return np.array([side, side, 0.5 * m * r * r])
 
 
+def half_height(prop: Prop) -> float:
+    """Vertical half extent (m) of ``prop`` at its start orientation (world z)."""
+    from caliper_jax.io.rotations import quat_to_mat
+
+    R = np.asarray(quat_to_mat(np.asarray(prop.quat, np.float64)[None]))[0]
+    if prop.kind == "sphere":
+        return float(prop.size[0])
+    if prop.kind == "box":
+        return float(np.abs(R[2]) @ np.asarray(prop.size))
+    r, h = prop.size
+    c = abs(R[2, 2])
+    return float(h * c + r * np.sqrt(max(0.0, 1.0 - c * c)))
+
+
 def _floats(value, n: int, what: str) -> tuple:
     try:
         out = tuple(float(v) for v in value)
@@ -123,4 +137,4 @@ def as_props(props) -> tuple:
     return out
 
 
-__all__ = ["Prop", "PROP_KINDS", "as_props"]
+__all__ = ["Prop", "PROP_KINDS", "as_props", "half_height"]

@@ -11,7 +11,7 @@ _export = _lazy.add
 
 
 _export(".schema", "SCHEMA_VERSION", "TASK_SUFFIX", "ZOO_DIR", "AllOf", "AnyOf", "GripperSpec", "Lifted",
-        "PlacedInZone", "Predicate", "Task", "Zone", "find_task", "load_task", "parse_task",
+        "PlacedInZone", "Predicate", "Stacked", "Task", "Zone", "find_task", "load_task", "parse_task",
         "predicate_from_dict", "predicate_to_dict", "task_to_dict", "zoo_files", "zoo_names")
 _export(".predicates", "describe", "evaluate_np", "evaluator", "evaluator_np", "latch", "needs_grasp",
         "needs_velocity", "props_of", "zone_pairs")

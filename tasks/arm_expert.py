@@ -11,11 +11,19 @@ at the start of every phase (never open loop from tick 0):
                phase ends when the finger stops (opening unchanged
                for STOP_TICKS ticks: on the prop's faces, or at the finger stop when it missed)
     lift       IK to the grasp raised by the profile's lift_m (pre_m, carry_z: the other heights)
-    carry      (a zone task) IK above the zone centre at the carry height
-    lower      re-observe the prop in the hand (its offset from the TCP) and lower it so that it
-               lands on the zone's centre RELEASE_GAP_M above the ground
+    carry      (a zone or stack task) IK above the zone centre -- a stack: above the prop below,
+               observed now -- at the carry height
+    lower      re-observe the prop in the hand (its offset from the TCP) and the prop below, and
+               lower it so that it lands on the zone's centre RELEASE_GAP_M above the ground (a
+               stack: centred on the prop below, RELEASE_GAP_M above its top face)
     release    open the gripper, wait RELEASE_S
     retreat    IK straight up by the pre-grasp height, then hold
+
+An insertion task (``"expert": "insert"``: a peg into a hole, the success zone inside the hole)
+runs the same phases with two changes: at the end of the lift the hand turns so that the prop it
+holds (its yaw observed now) lines up with the world axes, which the zone's -- and the hole's --
+faces follow; before the lowering, the prop's bottom-face centre (not its centre: a tilted peg)
+is put over the zone's centre.
 
 A push task (``"expert": "push"`` in the task file) runs instead, gripper closed:
 
@@ -79,13 +87,26 @@ def _along(points, fps: int, vmax, scale: float) -> np.ndarray:
     return np.stack([np.interp(u, length, points[:, j]) for j in range(points.shape[1])], axis=1)
 
 
+def _yaw(quat) -> float:
+    """Yaw about world z (rad) of the orientation ``quat`` (w, x, y, z)."""
+    w, x, y, z = quat
+    return float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
+
+
+def _fold(angle) -> float:
+    """``angle`` folded into [-45, 45) deg (a box looks the same every 90 deg about z)."""
+    return float((angle + np.pi / 4) % (np.pi / 2) - np.pi / 4)
+
+
 def _leaf_of(pred):
-    """(scored prop, zone or None) of a lift or place predicate (the first leaf that names a prop)."""
-    from tasks.schema import AllOf, AnyOf, PlacedInZone
+    """(scored prop, zone or None, the prop it is stacked on or None) of a lift, place or stack
+    predicate (the first leaf that names a prop)."""
+    from tasks.schema import AllOf, AnyOf, PlacedInZone, Stacked
 
     if isinstance(pred, (AllOf, AnyOf)):
         return _leaf_of(pred.terms[0])
-    return pred.prop, (pred.zone if isinstance(pred, PlacedInZone) else None)
+    return (pred.prop, pred.zone if isinstance(pred, PlacedInZone) else None,
+            pred.on if isinstance(pred, Stacked) else None)
 
 
 class ArmExpert:
@@ -103,12 +124,15 @@ class ArmExpert:
         self.env, self.ts, self.layout, self.profile = env, ts, env.layout, ts.profile
         model = ts.model
         self.model = model
-        prop, self.zone = _leaf_of(ts.task.success)
+        prop, self.zone, on = _leaf_of(ts.task.success)
         self.prop = list(ts.prop_names).index(prop)
+        self.on = None if on is None else list(ts.prop_names).index(on)    # a stack: the prop below
+        self.rise = getattr(ts.task.success, "rise", 0.0)
         self.half = np.asarray(ts.task.props[self.prop].size, np.float64)
-        self.push = getattr(ts.task, "expert", None) == "push"
-        if self.push and self.zone is None:
-            raise CaliperError(f"task {ts.name}: a push expert needs a zone in the success predicate")
+        skill = getattr(ts.task, "expert", None)
+        self.push, self.insert = skill == "push", skill == "insert"
+        if (self.push or self.insert) and self.zone is None:
+            raise CaliperError(f"task {ts.name}: a {skill} expert needs a zone in the success predicate")
         self.ground = 0.0 if ts.task.ground is None else float(ts.task.ground)
         self.vmax = np.asarray(model.dof_velocity_limit, np.float64)
         if self.profile.vmax is not None:        # the URDF's limit is above what the servo does
@@ -174,13 +198,27 @@ class ArmExpert:
         folded to within 45 deg of the arm's natural hand yaw (a box's grasp repeats every 90 deg): 0
         for the Panda, the bearing from the base to the prop plus pi for an arm that turns its hand
         with its pan joint (``yaw_from_base``)."""
-        w, x, y, z = quat
-        yaw = np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+        yaw = _yaw(quat)
         base = np.asarray(self.profile.base, np.float64)
         nat = 0.0
         if self.profile.yaw_from_base:
             nat = float(np.arctan2(pos[1] - base[1], pos[0] - base[0]) + np.pi)
-        return float(nat + (yaw - nat + np.pi / 4) % (np.pi / 2) - np.pi / 4)
+        return float(nat + _fold(yaw - nat))
+
+    @property
+    def _places(self) -> bool:
+        """The task puts the prop somewhere (a zone, or on another prop), not only lifts it."""
+        return self.zone is not None or self.on is not None
+
+    def _land(self, parts: dict, w: int) -> np.ndarray:
+        """(3,) where the carried prop's centre is let go, RELEASE_GAP_M above its support: the
+        zone's centre on the ground, or (a stack) the observed centre of the prop below, raised by
+        the stack's rise (the two half heights)."""
+        if self.on is not None:
+            b = parts["prop_pos"][w, self.on]
+            return np.array([b[0], b[1], b[2] + self.rise + RELEASE_GAP_M])
+        c = np.asarray(self.zone.center, np.float64)
+        return np.array([c[0], c[1], self.ground + self.half[2] + RELEASE_GAP_M])
 
     # ---- the phase machine ---------------------------------------------------------------------
     def act(self, obs, info) -> np.ndarray:
@@ -242,22 +280,27 @@ class ArmExpert:
                     return False
                 cur = self.rows[w][-1]
                 tcp = self.tcp(cur)[:3, 3]
-                up = tcp + [0, 0, self.lift_m] if self.zone is None else np.array([*tcp[:2], self.carry_z])
+                up = tcp + [0, 0, self.lift_m] if not self._places else np.array([*tcp[:2], self.carry_z])
                 goal = self._ik(up, self.yaw[w], cur)
                 goal[self.finger] = self.closed
                 return self._plan(w, "lift", _min_jerk(cur, goal, self.vmax, self.fps, SPEED))
-            if phase == "lift" and self.zone is not None:
+            if phase == "lift" and self._places:
                 cur = self.rows[w][-1]
-                c = np.asarray(self.zone.center, np.float64)
+                if self.insert:        # turn the hand so that the prop in it lines up with the world axes
+                    self.yaw[w] = -_fold(_yaw(quat) - self.yaw[w])
+                c = self._land(parts, w)
                 goal = self._ik(np.array([c[0], c[1], self.carry_z]), self.yaw[w], cur)
                 goal[self.finger] = self.closed
                 return self._plan(w, "carry", _min_jerk(cur, goal, self.vmax, self.fps, SPEED))
             if phase == "carry":
                 cur = self.rows[w][-1]
                 offset = pos - self.tcp(q)[:3, 3]              # the prop in the hand, observed now
-                c = np.asarray(self.zone.center, np.float64)
-                land = np.array([c[0], c[1], self.ground + self.half[2] + RELEASE_GAP_M])
-                goal = self._ik(land - offset, self.yaw[w], cur)
+                if self.insert:        # the bottom face's centre goes over the hole (a tilted peg)
+                    from caliper_jax.io.rotations import quat_to_mat
+
+                    R = np.asarray(quat_to_mat(np.asarray(quat, np.float64)[None]))[0]
+                    offset[:2] = (pos - R[:, 2] * self.half[2])[:2] - self.tcp(q)[:3, 3][:2]
+                goal = self._ik(self._land(parts, w) - offset, self.yaw[w], cur)
                 goal[self.finger] = self.closed
                 return self._plan(w, "lower", _min_jerk(cur, goal, self.vmax, self.fps, SLOW))
             if phase == "lower":

@@ -15,7 +15,7 @@ K001  Error    the success verdict is already true at t = 0 (success latches, so
 K002  Error    a prop overlaps the robot's collision geometry by more than START_TOL
                (names the prop and the robot link)
 K003  Error    a prop penetrates the ground by more than START_TOL (or lies under it)
-K004  Error    two props overlap by more than START_TOL
+K004  Error    two props, or a prop and a fixture, overlap by more than START_TOL
 K005  Error    success is unreachable: no witness (no grasp of the scored prop, no carry
                pose in reach and joint limits) or the witness fails its settled simulation
 K006  Warning  the jaw cannot grasp a prop's top face (out of reach, or only through
@@ -109,6 +109,7 @@ def _start_state(ts) -> list[Finding]:
     kin.set(ts.q0)
     mj, d = kin.mj, kin.d
     prop_of = {g: name for name, g in L.prop_geom.items()}
+    fixture_of = {mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_GEOM, f.name): f.name for f in task.fixtures}
     body_name = lambda g: mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, int(mj.geom_bodyid[g]))
     deepest: dict = {}
     touching = set()
@@ -117,7 +118,7 @@ def _start_state(ts) -> list[Finding]:
         for a, b in ((g1, g2), (g2, g1)):
             if a in prop_of and depth > -AIR_GAP:
                 touching.add(prop_of[a])
-            if a in prop_of and (b in L.robot_geoms or (b in prop_of and a < b)):
+            if a in prop_of and (b in L.robot_geoms or b in fixture_of or (b in prop_of and a < b)):
                 key = (prop_of[a], b)
                 deepest[key] = max(deepest.get(key, -np.inf), depth)
     out = []
@@ -130,6 +131,11 @@ def _start_state(ts) -> list[Finding]:
                                 f"prop {prop!r} overlaps robot link {link!r} by {depth * 1e3:.1f} mm at q0",
                                 f"move prop {prop!r} (scene.props[].pos) clear of the arm, or change q0",
                                 link))
+        elif g in fixture_of:
+            out.append(_finding(task, "K004", "Error",
+                                f"prop {prop!r} overlaps fixture {fixture_of[g]!r} by {depth * 1e3:.1f} mm",
+                                f"move {prop!r} (scene.props[].pos) clear of the fixture, or the fixture "
+                                "(scene.fixtures[].pos)"))
         else:
             other = prop_of[g]
             out.append(_finding(task, "K004", "Error",

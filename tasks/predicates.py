@@ -39,7 +39,7 @@ from functools import reduce
 import numpy as np
 
 from caliper_jax.errors import CaliperError
-from tasks.schema import AllOf, AnyOf, Lifted, PlacedInZone, Predicate, Reached, Zone
+from tasks.schema import AllOf, AnyOf, Lifted, PlacedInZone, Predicate, Reached, Stacked, Zone
 
 
 def _index(prop: str, prop_names) -> int:
@@ -50,10 +50,10 @@ def _index(prop: str, prop_names) -> int:
 
 
 def needs_velocity(pred: Predicate) -> bool:
-    """True when some term is a settled check (``placed_in_zone`` with ``settled_speed``)."""
+    """True when some term is a settled check (``placed_in_zone`` or ``stacked`` with ``settled_speed``)."""
     if isinstance(pred, (AllOf, AnyOf)):
         return any(needs_velocity(t) for t in pred.terms)
-    return isinstance(pred, PlacedInZone) and pred.settled_speed is not None
+    return isinstance(pred, (PlacedInZone, Stacked)) and pred.settled_speed is not None
 
 
 def needs_grip(pred: Predicate) -> bool:
@@ -64,8 +64,8 @@ def needs_grip(pred: Predicate) -> bool:
 
 
 def needs_grasp(pred: Predicate) -> bool:
-    """True when some term judges the grasp (``lifted`` with ``held``, ``placed_in_zone`` with
-    ``released``): the state must then carry ``held`` and ``carried``."""
+    """True when some term judges the grasp (``lifted`` with ``held``, ``placed_in_zone`` or
+    ``stacked`` with ``released``): the state must then carry ``held`` and ``carried``."""
     if isinstance(pred, (AllOf, AnyOf)):
         return any(needs_grasp(t) for t in pred.terms)
     return bool(getattr(pred, "held", False) or getattr(pred, "released", False))
@@ -78,25 +78,33 @@ def geometric(pred: Predicate) -> Predicate:
         return type(pred)(tuple(geometric(t) for t in pred.terms))
     if isinstance(pred, Lifted):
         return dataclasses.replace(pred, held=False)
-    if isinstance(pred, PlacedInZone):
+    if isinstance(pred, (PlacedInZone, Stacked)):
         return dataclasses.replace(pred, released=False)
     return pred
 
 
 def released_props(pred: Predicate) -> list[str]:
-    """The props some ``placed_in_zone`` term wants released, in predicate order, each once."""
+    """The props some ``placed_in_zone`` or ``stacked`` term wants released (a stack: the carried
+    prop), in predicate order, each once."""
     return list(dict.fromkeys(leaf.prop for leaf in _leaves(pred)
-                              if isinstance(leaf, PlacedInZone) and leaf.released))
+                              if isinstance(leaf, (PlacedInZone, Stacked)) and leaf.released))
 
 
-def _settled_error(pred: PlacedInZone) -> CaliperError:
-    return CaliperError(f"placed_in_zone {pred.prop!r} in {pred.zone.name!r}: settled_speed needs "
-                        "velocities, and this state has none")
+def _settled_error(pred) -> CaliperError:
+    where = f"on {pred.on!r}" if isinstance(pred, Stacked) else f"in {pred.zone.name!r}"
+    kind = "stacked" if isinstance(pred, Stacked) else "placed_in_zone"
+    return CaliperError(f"{kind} {pred.prop!r} {where}: settled_speed needs velocities, and this state "
+                        "has none")
+
+
+def _speed(xp, v):
+    """(...,) Euclidean norm of (..., 3) velocities, written out (the same operations in both twins)."""
+    return xp.sqrt(v[..., 0] * v[..., 0] + v[..., 1] * v[..., 1] + v[..., 2] * v[..., 2])
 
 
 def _grasp_error(pred) -> CaliperError:
     what = "held" if isinstance(pred, Lifted) else "released"
-    kind = "lifted" if isinstance(pred, Lifted) else "placed_in_zone"
+    kind = {Lifted: "lifted", Stacked: "stacked"}.get(type(pred), "placed_in_zone")
     return CaliperError(f"{kind} {pred.prop!r}: {what} needs the grasp state (held, carried), and this "
                         "state has none")
 
@@ -139,15 +147,15 @@ def _build(pred: Predicate, prop_names, xp):
             if pred.settled_speed is not None:
                 if vel is None:
                     raise _settled_error(pred)
-                v = vel[..., i, :]
-                speed = xp.sqrt(v[..., 0] * v[..., 0] + v[..., 1] * v[..., 1] + v[..., 2] * v[..., 2])
-                ok = ok & (speed <= xp.asarray(pred.settled_speed, dtype=v.dtype))
+                ok = ok & (_speed(xp, vel[..., i, :]) <= xp.asarray(pred.settled_speed, dtype=vel.dtype))
             if pred.released:
                 if held is None or carried is None:
                     raise _grasp_error(pred)
                 ok = ok & carried[..., i] & ~held[..., i]
             return ok
         return placed
+    if isinstance(pred, Stacked):
+        return _build_stacked(pred, prop_names, xp)
     if isinstance(pred, Reached):
         i = _index(pred.prop, prop_names)
 
@@ -159,6 +167,30 @@ def _build(pred: Predicate, prop_names, xp):
             return dist2 <= xp.asarray(pred.tolerance * pred.tolerance, dtype=pos.dtype)
         return reached
     raise CaliperError(f"not a success predicate: {pred!r}")
+
+
+def _build_stacked(pred: Stacked, prop_names, xp):
+    """A stack's verdict: |z_A - z_B - rise| <= tolerance, horizontal centre distance <= xy, both
+    settled (when asked), A carried and neither prop held (when released)."""
+    i, j = _index(pred.prop, prop_names), _index(pred.on, prop_names)
+
+    def stacked(pos, pos0, vel, held, carried, grip):
+        a, b = pos[..., i, :], pos[..., j, :]
+        gap = a[..., 2] - b[..., 2] - xp.asarray(pred.rise, dtype=pos.dtype)
+        ok = xp.abs(gap) <= xp.asarray(pred.tolerance, dtype=pos.dtype)
+        dx, dy = a[..., 0] - b[..., 0], a[..., 1] - b[..., 1]
+        ok = ok & (dx * dx + dy * dy <= xp.asarray(pred.xy * pred.xy, dtype=pos.dtype))
+        if pred.settled_speed is not None:
+            if vel is None:
+                raise _settled_error(pred)
+            limit = xp.asarray(pred.settled_speed, dtype=vel.dtype)
+            ok = ok & (_speed(xp, vel[..., i, :]) <= limit) & (_speed(xp, vel[..., j, :]) <= limit)
+        if pred.released:
+            if held is None or carried is None:
+                raise _grasp_error(pred)
+            ok = ok & carried[..., i] & ~held[..., i] & ~held[..., j]
+        return ok
+    return stacked
 
 
 def _floats(x, xp):
@@ -284,6 +316,14 @@ def describe(pred: Predicate) -> str:
         if pred.released:
             text += ", released from the gripper"
         return text
+    if isinstance(pred, Stacked):
+        text = (f"{pred.prop} resting on {pred.on} (bottom face on top face within {pred.tolerance:g} m, "
+                f"centres within {pred.xy:g} m horizontally)")
+        if pred.settled_speed is not None:
+            text += f", both moving at most {pred.settled_speed:g} m/s"
+        if pred.released:
+            text += f", {pred.prop} carried there and neither prop in the gripper"
+        return text
     if isinstance(pred, Reached):
         goal = f"{pred.above:g} m above {pred.prop}'s centre" if pred.above else f"{pred.prop}'s centre"
         return f"gripper point within {pred.tolerance:g} m of {goal}"
@@ -299,8 +339,10 @@ def _leaves(pred: Predicate):
 
 
 def props_of(pred: Predicate) -> list[str]:
-    """The props a predicate scores, in predicate order, each once."""
-    return list(dict.fromkeys(leaf.prop for leaf in _leaves(pred)))
+    """The props a predicate scores (a stack: both), in predicate order, each once."""
+    names = (n for leaf in _leaves(pred)
+             for n in (leaf.prop, *((leaf.on,) if isinstance(leaf, Stacked) else ())))
+    return list(dict.fromkeys(names))
 
 
 def zone_pairs(pred: Predicate) -> list[tuple[str, Zone]]:

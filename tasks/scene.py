@@ -140,17 +140,18 @@ def resolve_gripper(task, model):
 
 
 def _check_props(task, model) -> None:
-    """Prop names must be unique and clear of the robot's names (MuJoCo bodies are named after
-    links or joints) and of the ground plane."""
+    """Prop and fixture names must be unique and clear of the robot's names (MuJoCo bodies are
+    named after links or joints) and of the ground plane."""
     taken = set(model.frame_names) | set(model.body_names) | {"world"}
     if task.ground is not None:
         taken.add("ground")
     seen = set()
-    for prop in task.props:
+    for kind, prop in [("prop", p) for p in task.props] + [("fixture", f) for f in task.fixtures]:
         if prop.name in taken:
-            raise _fail(task, f"prop {prop.name!r}", "the name is taken by a robot link, joint or the ground")
+            raise _fail(task, f"{kind} {prop.name!r}",
+                        "the name is taken by a robot link, joint or the ground")
         if prop.name in seen:
-            raise _fail(task, f"prop {prop.name!r}", "duplicate prop name")
+            raise _fail(task, f"{kind} {prop.name!r}", "duplicate prop or fixture name")
         seen.add(prop.name)
 
 
@@ -187,7 +188,8 @@ def build_scene(task, *, actuators: str = "position", kp=None, kv=None, options=
         scene = compile_scene(model, actuators=actuators, kp=DEFAULT_KP if kp is None else kp,
                               kv=DEFAULT_KV if kv is None else kv, ground=task.ground, props=task.props,
                               options=opts, weld_body=gripper.joint if weld else None,
-                              arm=None if profile is None else profile.physics, colliders=colliders)
+                              arm=None if profile is None else profile.physics, colliders=colliders,
+                              fixtures=task.fixtures)
     except CaliperError as exc:
         raise _fail(task, "MuJoCo scene", exc) from None
     return TaskScene(task, model, scene, gripper, q0, grasp, profile, colliders)

@@ -19,7 +19,9 @@ Version 2 (a superset: every version-1 file loads unchanged) adds
 - ``grasp``: ``"friction"`` (pads and physics, the default on a registry arm) or ``"weld"`` (the
   labelled heuristic, the only grasp of ``gripper_arm``);
 - ``expert``: the skill of the task's scripted expert on a registry arm, ``"pick"`` (grasp, lift,
-  place; the default) or ``"push"`` (push the prop into the success zone without grasping);
+  place; the default), ``"push"`` (push the prop into the success zone without grasping) or
+  ``"insert"`` (pick, line the prop up with the world axes, lower it into the zone: a peg into a hole);
+- ``scene.fixtures``: static boxes fixed to the world (a peg's hole), never randomised;
 - ``randomization``: the task's declared per-episode randomisation, the fields of
   :class:`tasks.env_spec.EnvRandomization` (``prop_xy``, ``prop_yaw`` half-widths; ``prop_mass``,
   ``prop_friction``, ``damping``, ``gain``, ``gravity`` as ``[lo, hi]`` factors; null: fixed).
@@ -39,7 +41,7 @@ import numpy as np
 from caliper_jax.errors import CaliperError, NotFoundError
 from caliper_jax.limits import check_depth, read_text
 from mjx_backend.materials import PRESETS, resolve_material
-from mjx_backend.scene import Prop
+from mjx_backend.scene import Prop, half_height
 from tasks.rewards import RewardSpec, parse_reward, reward_to_dict
 
 SCHEMA_VERSION = 2
@@ -94,6 +96,24 @@ class Reached:
 
 
 @dataclass(frozen=True)
+class Stacked:
+    """[stacked] ``prop`` rests on ``on``: the centres' height difference within ``tolerance`` (m) of
+    ``rise`` (A's bottom face on B's top face), their horizontal distance <= ``xy`` (m); when
+    ``settled_speed`` is given, both props' linear speeds <= it (m/s); ``released``: ``prop`` was
+    carried earlier in the episode and neither prop is in the gripper now (stacked and let go).
+    ``rise`` is not written in the file: the loader derives it from the two props' vertical half
+    extents at their start orientations (:func:`mjx_backend.scene.half_height`)."""
+
+    prop: str
+    on: str
+    tolerance: float
+    xy: float
+    settled_speed: float | None = None
+    released: bool = False
+    rise: float = 0.0
+
+
+@dataclass(frozen=True)
 class AllOf:
     """[all_of] every term holds (every term is evaluated)."""
 
@@ -107,7 +127,7 @@ class AnyOf:
     terms: tuple
 
 
-Predicate = Lifted | PlacedInZone | Reached | AllOf | AnyOf
+Predicate = Lifted | PlacedInZone | Reached | Stacked | AllOf | AnyOf
 
 
 @dataclass(frozen=True)
@@ -138,6 +158,7 @@ class Task:
     expert: str | None = None          # the scripted expert's skill: "pick" (default) | "push" (v2)
     reward: RewardSpec | None = None   # schema v2 dense reward block (None: the 0/1 success flag)
     success_dwell_s: float = 0.0       # s the verdict must hold without a break (0: one tick)
+    fixtures: tuple = ()               # static boxes fixed to the world (Prop, mass unused) (v2)
 
 
 # ---- the loader -----------------------------------------------------------------------------------
@@ -153,11 +174,13 @@ _TOP_KEYS = ("version", "name", "robot", "q0", "scene", "gripper", "success", "s
              "fps")
 _TOP_KEYS_V2 = _TOP_KEYS + ("grasp", "randomization", "expert", "reward")
 GRASPS = ("weld", "friction")
-EXPERTS = ("pick", "push")
+EXPERTS = ("pick", "push", "insert")
 _RANDOM_OFFSETS = ("prop_xy", "prop_yaw")
 _RANDOM_FACTORS = ("prop_mass", "prop_friction", "damping", "gain", "gravity")
 RANDOM_FIELDS = _RANDOM_OFFSETS + _RANDOM_FACTORS    # the fields a task may declare (v2)
 _SCENE_KEYS = ("ground", "props", "zones")
+_SCENE_KEYS_V2 = _SCENE_KEYS + ("fixtures",)
+_FIXTURE_KEYS = ("name", "kind", "halfExtents", "pos", "quat", "rgba", "material")
 _PROP_KEYS = ("name", "kind", "halfExtents", "radius", "length", "pos", "quat", "mass", "rgba", "material")
 _PROP_SIZE_KEYS = {"box": ("halfExtents",), "sphere": ("radius",), "cylinder": ("radius", "length")}
 _MATERIAL_KEYS = ("solref", "solimp", "friction", "name")
@@ -167,6 +190,7 @@ _PREDICATE_KEYS = {
     "lifted": ("kind", "prop", "height", "ref", "held"),
     "placed_in_zone": ("kind", "prop", "zone", "settled_speed", "released"),
     "reached": ("kind", "prop", "tolerance", "above"),
+    "stacked": ("kind", "prop", "on", "tolerance", "xy", "settled_speed", "released"),
     "all_of": ("kind", "terms"),
     "any_of": ("kind", "terms"),
 }
@@ -300,6 +324,14 @@ def _prop(d, path: str) -> Prop:
         _fail(path, f"prop {name!r}: {exc}")
 
 
+def _fixture(d, path: str) -> Prop:
+    """A static box fixed to the world: a prop's keys less the mass, ``kind`` "box" (or absent)."""
+    _obj(d, path, _FIXTURE_KEYS, ("name", "halfExtents", "pos"))
+    if d.get("kind", "box") != "box":
+        _fail(_join(path, "kind"), f"{d['kind']!r}: a fixture is a box")
+    return _prop({**d, "kind": "box"}, path)
+
+
 def _stable_quat(quat) -> list:
     """A unit quaternion that Prop's normalisation (q / |q|) maps to itself, so that load -> write ->
     load is exact (normalising twice in floating point can move the last bit): a few normalisations,
@@ -333,7 +365,8 @@ def _zone(d, path: str, name: str | None = None) -> Zone:
 def predicate_from_dict(d, zones, path: str = "success", props=None) -> Predicate:
     """A success predicate from its JSON form. ``zones``: the scene's Zones (a string zone resolves
     by name against them); ``props``: the scene's prop names to check references against (None:
-    unchecked). Errors name the key path under ``path``."""
+    unchecked), or {name: Prop} (a ``stacked`` term needs it: it reads the props' heights). Errors
+    name the key path under ``path``."""
     by_name = {z.name: z for z in zones}
     return _predicate(d, path, by_name, props)
 
@@ -345,7 +378,8 @@ def _predicate(d, path: str, zones: dict, props) -> Predicate:
         _fail(_join(path, "kind"), f"missing (one of {', '.join(_PREDICATE_KEYS)})")
     kind = _choice(d["kind"], _join(path, "kind"), tuple(_PREDICATE_KEYS))
     required = {"lifted": ("prop", "height"), "placed_in_zone": ("prop", "zone"),
-                "reached": ("prop", "tolerance")}.get(kind, ("terms",))
+                "reached": ("prop", "tolerance"),
+                "stacked": ("prop", "on", "tolerance", "xy")}.get(kind, ("terms",))
     _obj(d, path, _PREDICATE_KEYS[kind], required)
     if kind in ("all_of", "any_of"):
         terms = _list(d["terms"], _join(path, "terms"))
@@ -375,6 +409,8 @@ def _predicate(d, path: str, zones: dict, props) -> Predicate:
         if above < 0:
             _fail(_join(path, "above"), f"must be >= 0, got {above:g}")
         return Reached(prop, tol, above)
+    if kind == "stacked":
+        return _stacked(d, path, prop, props)
     zpath = _join(path, "zone")
     if isinstance(d["zone"], str):
         if d["zone"] not in zones:
@@ -385,12 +421,36 @@ def _predicate(d, path: str, zones: dict, props) -> Predicate:
         zone = _zone(d["zone"], zpath, name=f"{prop}-zone")
     else:
         _fail(zpath, f"expected a zone name or a zone object, got {_type(d['zone'])}")
+    return PlacedInZone(prop, zone, _settled(d, path), _released(d, path))
+
+
+def _settled(d, path: str):
     speed = d.get("settled_speed")
     if speed is not None:
         speed = _num(speed, _join(path, "settled_speed"))
         if speed < 0:
             _fail(_join(path, "settled_speed"), f"must be >= 0, got {speed:g}")
-    return PlacedInZone(prop, zone, speed, _bool(d.get("released", False), _join(path, "released")))
+    return speed
+
+
+def _released(d, path: str) -> bool:
+    return _bool(d.get("released", False), _join(path, "released"))
+
+
+def _stacked(d, path: str, prop: str, props) -> Stacked:
+    """A ``stacked`` term; ``props`` {name: Prop} gives the rise (the two vertical half extents)."""
+    on = _str(d["on"], _join(path, "on"))
+    if not isinstance(props, dict):
+        _fail(path, "a stacked term needs the scene's props (their heights)")
+    if on not in props:
+        _fail(_join(path, "on"), f"no prop {on!r} in scene.props{_hint(on, props)} "
+                                 f"(props: {', '.join(props) or 'none'})")
+    if on == prop:
+        _fail(_join(path, "on"), f"a prop cannot be stacked on itself ({prop!r})")
+    tol = _positive(d["tolerance"], _join(path, "tolerance"))
+    xy = _positive(d["xy"], _join(path, "xy"))
+    rise = half_height(props[prop]) + half_height(props[on])
+    return Stacked(prop, on, tol, xy, _settled(d, path), _released(d, path), rise)
 
 
 def _bool(value, path: str) -> bool:
@@ -414,6 +474,13 @@ def predicate_to_dict(p: Predicate, zones=()) -> dict:
         out = {"kind": "reached", "prop": p.prop, "tolerance": p.tolerance}
         if p.above:
             out["above"] = p.above
+        return out
+    if isinstance(p, Stacked):
+        out = {"kind": "stacked", "prop": p.prop, "on": p.on, "tolerance": p.tolerance, "xy": p.xy}
+        if p.settled_speed is not None:
+            out["settled_speed"] = p.settled_speed
+        if p.released:
+            out["released"] = True
         return out
     if isinstance(p, PlacedInZone):
         zone = p.zone.name if p.zone in tuple(zones) else _zone_to_dict(p.zone)
@@ -509,11 +576,17 @@ def _parse(data, base_dir: Path, source: Path | None) -> Task:
     name = _str(data["name"], "name")
     robot, robot_name = _robot(data["robot"], base_dir, version)
     q0 = _vec(data["q0"], "q0") if data.get("q0") is not None else None
-    scene = _obj(data["scene"], "scene", _SCENE_KEYS)
+    scene = _obj(data["scene"], "scene", _SCENE_KEYS_V2 if version == 2 else _SCENE_KEYS)
     ground = scene.get("ground", 0.0)
     ground = None if ground is None else _num(ground, "scene.ground")
     props = _unique([_prop(p, f"scene.props[{i}]") for i, p in
                      enumerate(_list(scene.get("props", []), "scene.props"))], "scene.props", "prop")
+    fixtures = _unique([_fixture(f, f"scene.fixtures[{i}]") for i, f in
+                        enumerate(_list(scene.get("fixtures", []), "scene.fixtures"))],
+                       "scene.fixtures", "fixture")
+    for i, f in enumerate(fixtures):
+        if f.name in {p.name for p in props}:
+            _fail(f"scene.fixtures[{i}].name", f"{f.name!r} is also a prop's name")
     zones = _unique([_zone(z, f"scene.zones[{i}]") for i, z in
                      enumerate(_list(scene.get("zones", []), "scene.zones"))], "scene.zones", "zone")
     gripper = None
@@ -523,7 +596,8 @@ def _parse(data, base_dir: Path, source: Path | None) -> Task:
         gripper = GripperSpec(joint, _choice(g.get("closed", "lo"), "gripper.closed", GRIPPER_CLOSED))
     success = None
     if data.get("success") is not None:
-        success = _predicate(data["success"], "success", {z.name: z for z in zones}, [p.name for p in props])
+        success = _predicate(data["success"], "success", {z.name: z for z in zones},
+                             {p.name: p for p in props})
     horizon = _positive(data["horizonS"], "horizonS") if data.get("horizonS") is not None else None
     fps = _int(data["fps"], "fps") if data.get("fps") is not None else None
     grasp = _choice(data["grasp"], "grasp", GRASPS) if data.get("grasp") is not None else None
@@ -538,7 +612,7 @@ def _parse(data, base_dir: Path, source: Path | None) -> Task:
     if dwell < 0:
         _fail("successDwellS", f"must be >= 0, got {dwell:g}")
     return Task(name, robot, q0, ground, props, zones, gripper, success, horizon, fps, source, version,
-                robot_name, grasp, randomization, expert, reward, success_dwell_s=dwell)
+                robot_name, grasp, randomization, expert, reward, success_dwell_s=dwell, fixtures=fixtures)
 
 
 def parse_task(data: dict, base_dir: Path | None = None, source: str | Path | None = None) -> Task:
@@ -596,6 +670,9 @@ def task_to_dict(task: Task) -> dict:
         out["q0"] = list(task.q0)
     out["scene"] = {"ground": task.ground, "props": [_prop_to_dict(p) for p in task.props],
                     "zones": [_zone_to_dict(z) for z in task.zones]}
+    if task.fixtures:
+        out["scene"]["fixtures"] = [{k: v for k, v in _prop_to_dict(f).items() if k != "mass"}
+                                    for f in task.fixtures]
     if task.gripper is not None:
         out["gripper"] = {"closed": task.gripper.closed}
         if task.gripper.joint is not None:

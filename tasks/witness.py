@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from caliper_jax.errors import CaliperError
-from tasks.schema import AllOf, AnyOf, Lifted, PlacedInZone, Reached
+from mjx_backend.scene import half_height  # noqa: F401  (tasks.check reads it from here)
+from tasks.schema import AllOf, AnyOf, Lifted, PlacedInZone, Reached, Stacked
 
 GRASP_TOL = 2e-3       # m: jaw bottom face centre to the prop's top face centre
 CONTACT_TOL = 1e-3     # m: deepest penetration tolerated at a witness pose
@@ -109,6 +110,8 @@ def term_label(pred) -> str:
         return f"lifted({pred.prop}, {pred.height:g} {pred.ref}{', held' if pred.held else ''})"
     if isinstance(pred, PlacedInZone):
         return f"placed_in_zone({pred.prop}, {pred.zone.name}{', released' if pred.released else ''})"
+    if isinstance(pred, Stacked):
+        return f"stacked({pred.prop} on {pred.on}{', released' if pred.released else ''})"
     if isinstance(pred, Reached):
         return f"reached({pred.prop}, {pred.tolerance:g}{f', above {pred.above:g}' if pred.above else ''})"
     if isinstance(pred, (AllOf, AnyOf)):
@@ -140,18 +143,6 @@ def top_face_center(prop) -> np.ndarray:
         return p + np.sign(axis[2]) * h * axis
     up = np.array([0.0, 0.0, 1.0]) - axis[2] * axis
     return p + r * up / np.linalg.norm(up)
-
-
-def half_height(prop) -> float:
-    """Vertical half extent (m) of the prop at its start orientation."""
-    R = _quat_mat(prop.quat)
-    if prop.kind == "sphere":
-        return float(prop.size[0])
-    if prop.kind == "box":
-        return float(np.abs(R[2]) @ np.asarray(prop.size))
-    r, h = prop.size
-    c = abs(R[2, 2])
-    return float(h * c + r * np.sqrt(max(0.0, 1.0 - c * c)))
 
 
 def jaw_face(ts) -> tuple[np.ndarray, np.ndarray]:
@@ -468,6 +459,10 @@ def goals(ts, pred) -> list:
         for term in pred.terms:
             combos = [_merge(pred, a, b) for a in combos for b in goals(ts, term)]
         return combos
+    if isinstance(pred, Stacked):
+        raise CaliperError(f"task {ts.name}: {term_label(pred)}: the weld witness carries one prop to a "
+                           "fixed goal and cannot build a stack (a friction-grasp task's witness is its "
+                           "expert)")
     raise CaliperError(f"task {ts.name}: unknown predicate {pred!r}")
 
 

@@ -139,7 +139,8 @@ def _wilson(k, n, z=1.959963984540054):
 @pytest.mark.slow
 @pytest.mark.parametrize("name, need", [("panda-lift-cube", 95), ("panda-pick-place", 95),
                                         ("panda-push-cube", 95), ("so101-lift-cube", 90),
-                                        ("so101-pick-place", 90)])
+                                        ("so101-pick-place", 90), ("panda-stack", 90),
+                                        ("panda-insert-peg", 80)])
 def test_expert_success_rate(name, need):
     eps, _ = _expert_run(name, 4, 100)
     k = sum(ep.success for ep in eps)
@@ -148,11 +149,12 @@ def test_expert_success_rate(name, need):
 
 def test_arm_tasks_judge_the_grasp():
     """Every arm task's success means the task was done (as the seed zoo's since its tightening): a
-    lift is held, a pick-and-place released after a carry, a push settled; every one needs a dwell
+    lift is held, a pick-and-place (a stack, an insertion) released after a carry, a push settled;
+    every one needs a dwell
     (a reach, which grasps nothing, holds its goal for a shorter one).
     Planted bug caught: a task file that drops "held" / "released" or its successDwellS."""
     from tasks.predicates import needs_grasp
-    from tasks.schema import Lifted, PlacedInZone, Reached
+    from tasks.schema import Lifted, PlacedInZone, Reached, Stacked
 
     for name in zoo_names(arms=True)[5:]:
         task = load_task(find_task(name))
@@ -163,7 +165,7 @@ def test_arm_tasks_judge_the_grasp():
         if isinstance(task.success, Lifted):
             assert task.success.held, name
         else:
-            assert isinstance(task.success, PlacedInZone) and task.success.settled_speed, name
+            assert isinstance(task.success, (PlacedInZone, Stacked)) and task.success.settled_speed, name
             assert task.success.released == (task.expert != "push"), name
         assert needs_grasp(task.success) == (task.expert != "push"), name
 
