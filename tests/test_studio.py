@@ -130,6 +130,48 @@ def test_weld_grasp_takes_and_releases_the_prop(session):
     assert s.held == -1 and not s.data.eq_active.any()
 
 
+# ~12 s (the Panda's IK compiles once)
+def test_panda_task_grasps_by_friction_live_and_makes_no_weld():
+    """Close gripper + lift on panda-lift-cube: the pads' friction holds the cube up (the task's
+    grasp model, as VecEnv runs it), the rule reports it held, and no equality of the scene (the
+    Panda's finger coupling) is touched."""
+    import types
+
+    from caliper_jax.studio.live import LiveSession
+    from tasks.arm_expert import ArmExpert
+
+    s = LiveSession("panda-lift-cube", clock=FakeClock())
+    eq_active, eq_data = s.data.eq_active.copy(), s.mj.eq_data.copy()
+    assert s.grasp == "friction" and s.snapshot()["grasp"] == "friction"
+    # the expert's own kinematics give the grasp poses (top-down, yaw matched to the cube)
+    ex = ArmExpert(types.SimpleNamespace(task_scene=s.ts, layout=s.layout, num_envs=1))
+    cube = np.asarray(s.snapshot()["props"]["cube"])
+    yaw = ex._prop_yaw(cube[3:], cube[:3])
+    pre = ex._ik(cube[:3] + [0.0, 0.0, ex.pre_m], yaw, s.target)
+    pre[ex.finger] = ex.open
+    grasp = ex._ik(cube[:3], yaw, pre)
+    grasp[ex.finger] = ex.open
+    for q, steps in ((pre, 1500), (grasp, 1000)):
+        s.set_target(q)
+        s.advance(steps)
+    assert s.snapshot()["held"] is None  # open jaws around the cube: nothing held
+    s.set_gripper(True)  # what "Close gripper" does
+    s.advance(600)
+    assert s.snapshot()["held"] == "cube"
+    s.set_arm_target(ex._ik(cube[:3] + [0.0, 0.0, ex.lift_m], yaw, grasp))
+    s.advance(1500)
+    snap = s.snapshot()
+    lifted = np.asarray(snap["props"]["cube"][:3])
+    assert snap["held"] == "cube" and snap["gripper_closed"] and snap["success"] is True
+    assert lifted[2] - cube[2] > 0.8 * ex.lift_m  # carried up by the pads
+    np.testing.assert_array_equal(s.data.eq_active, eq_active)  # no weld made
+    np.testing.assert_array_equal(s.mj.eq_data, eq_data)
+    s.set_gripper(False)  # opening drops it: physics, not a weld, held it
+    s.advance(800)
+    snap = s.snapshot()
+    assert snap["held"] is None and snap["props"]["cube"][2] < cube[2] + 0.01
+
+
 # ~25 s (the expert's IK and motion planning); the default test above covers the grasp
 @pytest.mark.slow
 def test_expert_plan_driven_live_lifts_the_cube(session):
