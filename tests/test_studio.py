@@ -489,6 +489,45 @@ def dataset(tmp_path_factory):
     return write_wave_dataset(tmp_path_factory.mktemp("studio") / "wave")
 
 
+def test_data_cameras_follow_the_replay_in_their_shared_mp4(app, tmp_path, monkeypatch):
+    """Each video feature gets a labelled <video> of its MP4 (sent once per file), seeked to the
+    middle of the replayed frame inside the episode's segment (from_timestamp / to_timestamp).
+    tests/browser checks the frames the browser then shows."""
+    import base64
+
+    pytest.importorskip("av")
+    from caliper_jax.dataset import LeRobotReader
+    from tests.studio_data import CAMERA_KEY, write_camera_dataset
+
+    root = write_camera_dataset(tmp_path / "cams")
+    reader = LeRobotReader(root)
+    try:
+        app.data.open(root)
+        cams = app.state()["data"]["cameras"]
+        assert [c["key"] for c in cams] == [CAMERA_KEY] and cams[0]["time"] == pytest.approx(0.05)
+        views = app.data.cameras
+        page = views._videos[0].content
+        mp4 = reader.video_path(1, CAMERA_KEY).read_bytes()
+        assert base64.b64encode(mp4).decode() in page and f'aria-label="{CAMERA_KEY}"' in page
+        app.data.select(episode=1, frame=3)
+        c = app.state()["data"]["cameras"][0]
+        meta = reader.episode_meta(1)
+        lo, hi = (meta[f"videos/{CAMERA_KEY}/{k}"] for k in ("from_timestamp", "to_timestamp"))
+        assert (c["from_timestamp"], c["to_timestamp"]) == (lo, hi) and lo > 0  # not the file's start
+        assert c["time"] == pytest.approx(lo + 3.5 / reader.fps) and lo <= c["time"] < hi
+        assert f"{c['time']:.6f}" in views._sync.content
+        assert views._videos[0].content == page  # the same file: not sent again
+        app.data.step(9)  # the last frame stays inside the segment
+        assert app.state()["data"]["cameras"][0]["time"] == pytest.approx(lo + 9.5 / reader.fps)
+        views._files[0] = None  # a file over the cap is named, not embedded
+        monkeypatch.setattr("caliper_jax.studio.cameras.MAX_VIDEO_BYTES", 100)
+        app.data.step(0)
+        assert "over the" in app.state()["data"]["cameras"][0]["error"]
+        assert "base64" not in views._videos[0].content
+    finally:
+        app.data.cameras.clear()
+
+
 def test_data_doctor_finding_jumps_to_its_episode(app, dataset):
     from caliper_jax.dataset import LeRobotReader
 
