@@ -295,6 +295,38 @@ def test_ik_gizmo_target_is_reached_with_locks(app):
     assert app.state()["jog"]["ik"]["success"] is True
 
 
+def test_gizmo_burst_is_coalesced_and_the_newest_move_is_drawn(app):
+    """Pointer moves go to the drag worker: a burst never queues (superseded moves are dropped)
+    and the arm ends at the newest target, not at an older one solved last."""
+    from caliper_jax import api
+
+    jog = app.jog
+    app.jog.set_q([0.0, 0.2, 0.02])
+    wrist = app.model.frame_id("wrist")
+    goals = [np.array([0.4 + 0.02 * k, -0.5, 0.02]) for k in range(20)]
+    solved0, dropped0 = jog.drag.done, jog.drag.dropped
+    for g in goals:  # faster than IK: one solve runs while the next moves arrive
+        T = api.fk(app.model, g)[wrist]
+        jog.gizmo.position, jog.gizmo.wxyz = T[:3, 3], _wxyz_of(T)
+        jog._gizmo_cb(None)
+    assert jog.drag.wait(60.0) and jog.drag.error is None
+    solved = jog.drag.done - solved0
+    assert jog.drag.dropped - dropped0 > 0 and solved < len(goals)
+    assert solved + jog.drag.dropped - dropped0 == len(goals)  # each move solved or superseded
+    last = np.asarray(api.fk(app.model, goals[-1])[wrist])[:3, 3]
+    assert np.asarray(jog.last_ik["target"])[:3, 3] == pytest.approx(last)
+    assert np.linalg.norm(np.asarray(api.fk(app.model, app.q)[wrist])[:3, 3] - last) < 1e-3
+    assert app.state()["drawn_q"] == pytest.approx(app.q.tolist())
+    s, st, f = jog.drag.history[-1]
+    assert s <= st <= f
+
+
+def _wxyz_of(T):
+    from caliper_jax.studio.scene import wxyz
+
+    return wxyz(np.asarray(T)[:3, :3])
+
+
 def test_simulate_panel_runs_live_and_jog_edits_the_servo_target(app):
     import time
 
