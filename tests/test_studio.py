@@ -130,6 +130,48 @@ def test_weld_grasp_takes_and_releases_the_prop(session):
     assert s.held == -1 and not s.data.eq_active.any()
 
 
+# ~12 s (the Panda's IK compiles once)
+def test_panda_task_grasps_by_friction_live_and_makes_no_weld():
+    """Close gripper + lift on panda-lift-cube: the pads' friction holds the cube up (the task's
+    grasp model, as VecEnv runs it), the rule reports it held, and no equality of the scene (the
+    Panda's finger coupling) is touched."""
+    import types
+
+    from caliper_jax.studio.live import LiveSession
+    from tasks.arm_expert import ArmExpert
+
+    s = LiveSession("panda-lift-cube", clock=FakeClock())
+    eq_active, eq_data = s.data.eq_active.copy(), s.mj.eq_data.copy()
+    assert s.grasp == "friction" and s.snapshot()["grasp"] == "friction"
+    # the expert's own kinematics give the grasp poses (top-down, yaw matched to the cube)
+    ex = ArmExpert(types.SimpleNamespace(task_scene=s.ts, layout=s.layout, num_envs=1))
+    cube = np.asarray(s.snapshot()["props"]["cube"])
+    yaw = ex._prop_yaw(cube[3:], cube[:3])
+    pre = ex._ik(cube[:3] + [0.0, 0.0, ex.pre_m], yaw, s.target)
+    pre[ex.finger] = ex.open
+    grasp = ex._ik(cube[:3], yaw, pre)
+    grasp[ex.finger] = ex.open
+    for q, steps in ((pre, 1500), (grasp, 1000)):
+        s.set_target(q)
+        s.advance(steps)
+    assert s.snapshot()["held"] is None  # open jaws around the cube: nothing held
+    s.set_gripper(True)  # what "Close gripper" does
+    s.advance(600)
+    assert s.snapshot()["held"] == "cube"
+    s.set_arm_target(ex._ik(cube[:3] + [0.0, 0.0, ex.lift_m], yaw, grasp))
+    s.advance(1500)
+    snap = s.snapshot()
+    lifted = np.asarray(snap["props"]["cube"][:3])
+    assert snap["held"] == "cube" and snap["gripper_closed"] and snap["success"] is True
+    assert lifted[2] - cube[2] > 0.8 * ex.lift_m  # carried up by the pads
+    np.testing.assert_array_equal(s.data.eq_active, eq_active)  # no weld made
+    np.testing.assert_array_equal(s.mj.eq_data, eq_data)
+    s.set_gripper(False)  # opening drops it: physics, not a weld, held it
+    s.advance(800)
+    snap = s.snapshot()
+    assert snap["held"] is None and snap["props"]["cube"][2] < cube[2] + 0.01
+
+
 # ~25 s (the expert's IK and motion planning); the default test above covers the grasp
 @pytest.mark.slow
 def test_expert_plan_driven_live_lifts_the_cube(session):
@@ -251,6 +293,38 @@ def test_ik_gizmo_target_is_reached_with_locks(app):
     assert np.linalg.norm(reached - T[:3, 3]) < 1e-4
     assert app.q[2] == pytest.approx(0.02)  # the locked gripper kept its value
     assert app.state()["jog"]["ik"]["success"] is True
+
+
+def test_gizmo_burst_is_coalesced_and_the_newest_move_is_drawn(app):
+    """Pointer moves go to the drag worker: a burst never queues (superseded moves are dropped)
+    and the arm ends at the newest target, not at an older one solved last."""
+    from caliper_jax import api
+
+    jog = app.jog
+    app.jog.set_q([0.0, 0.2, 0.02])
+    wrist = app.model.frame_id("wrist")
+    goals = [np.array([0.4 + 0.02 * k, -0.5, 0.02]) for k in range(20)]
+    solved0, dropped0 = jog.drag.done, jog.drag.dropped
+    for g in goals:  # faster than IK: one solve runs while the next moves arrive
+        T = api.fk(app.model, g)[wrist]
+        jog.gizmo.position, jog.gizmo.wxyz = T[:3, 3], _wxyz_of(T)
+        jog._gizmo_cb(None)
+    assert jog.drag.wait(60.0) and jog.drag.error is None
+    solved = jog.drag.done - solved0
+    assert jog.drag.dropped - dropped0 > 0 and solved < len(goals)
+    assert solved + jog.drag.dropped - dropped0 == len(goals)  # each move solved or superseded
+    last = np.asarray(api.fk(app.model, goals[-1])[wrist])[:3, 3]
+    assert np.asarray(jog.last_ik["target"])[:3, 3] == pytest.approx(last)
+    assert np.linalg.norm(np.asarray(api.fk(app.model, app.q)[wrist])[:3, 3] - last) < 1e-3
+    assert app.state()["drawn_q"] == pytest.approx(app.q.tolist())
+    s, st, f = jog.drag.history[-1]
+    assert s <= st <= f
+
+
+def _wxyz_of(T):
+    from caliper_jax.studio.scene import wxyz
+
+    return wxyz(np.asarray(T)[:3, :3])
 
 
 def test_simulate_panel_runs_live_and_jog_edits_the_servo_target(app):
@@ -445,6 +519,45 @@ def dataset(tmp_path_factory):
     from tests.studio_data import write_wave_dataset
 
     return write_wave_dataset(tmp_path_factory.mktemp("studio") / "wave")
+
+
+def test_data_cameras_follow_the_replay_in_their_shared_mp4(app, tmp_path, monkeypatch):
+    """Each video feature gets a labelled <video> of its MP4 (sent once per file), seeked to the
+    middle of the replayed frame inside the episode's segment (from_timestamp / to_timestamp).
+    tests/browser checks the frames the browser then shows."""
+    import base64
+
+    pytest.importorskip("av")
+    from caliper_jax.dataset import LeRobotReader
+    from tests.studio_data import CAMERA_KEY, write_camera_dataset
+
+    root = write_camera_dataset(tmp_path / "cams")
+    reader = LeRobotReader(root)
+    try:
+        app.data.open(root)
+        cams = app.state()["data"]["cameras"]
+        assert [c["key"] for c in cams] == [CAMERA_KEY] and cams[0]["time"] == pytest.approx(0.05)
+        views = app.data.cameras
+        page = views._videos[0].content
+        mp4 = reader.video_path(1, CAMERA_KEY).read_bytes()
+        assert base64.b64encode(mp4).decode() in page and f'aria-label="{CAMERA_KEY}"' in page
+        app.data.select(episode=1, frame=3)
+        c = app.state()["data"]["cameras"][0]
+        meta = reader.episode_meta(1)
+        lo, hi = (meta[f"videos/{CAMERA_KEY}/{k}"] for k in ("from_timestamp", "to_timestamp"))
+        assert (c["from_timestamp"], c["to_timestamp"]) == (lo, hi) and lo > 0  # not the file's start
+        assert c["time"] == pytest.approx(lo + 3.5 / reader.fps) and lo <= c["time"] < hi
+        assert f"{c['time']:.6f}" in views._sync.content
+        assert views._videos[0].content == page  # the same file: not sent again
+        app.data.step(9)  # the last frame stays inside the segment
+        assert app.state()["data"]["cameras"][0]["time"] == pytest.approx(lo + 9.5 / reader.fps)
+        views._files[0] = None  # a file over the cap is named, not embedded
+        monkeypatch.setattr("caliper_jax.studio.cameras.MAX_VIDEO_BYTES", 100)
+        app.data.step(0)
+        assert "over the" in app.state()["data"]["cameras"][0]["error"]
+        assert "base64" not in views._videos[0].content
+    finally:
+        app.data.cameras.clear()
 
 
 def test_data_doctor_finding_jumps_to_its_episode(app, dataset):

@@ -189,6 +189,7 @@ class StudioApp:
         if getattr(self, "closed", True):
             return
         self.closed = True
+        self.jog.drag.close()
         self.jog.worker.close()
         self.motion.close()
         self.data.close()

@@ -1,7 +1,8 @@
 """Data panel: open a LeRobot v3 dataset, list its episodes, plot one feature of one episode, run
 the dataset doctor and jump to each finding's episode and frame; an episode's
 ``observation.state`` replays on the robot when its width matches the robot's coordinates, frame
-by frame or played at the dataset's fps (a background thread). Engine calls only:
+by frame or played at the dataset's fps (a background thread), and each camera's video (video
+features) beside it at the replayed frame (:mod:`caliper_jax.studio.cameras`). Engine calls only:
 :class:`caliper_jax.dataset.LeRobotReader`, :func:`doctors.dataset.diagnose`.
 """
 
@@ -74,6 +75,9 @@ class DataPanel:
             gui.add_button("Play / Pause episode").on_click(
                 self._gui(lambda: self.pause() if self.playing else self.play())
             )
+            from caliper_jax.studio.cameras import CameraViews
+
+            self.cameras = CameraViews(gui, gui.add_folder("Cameras"))
             self.plot = None
             gui.add_button("Run dataset doctor").on_click(self._gui(self.run_doctor))
             self.doctor_md = gui.add_markdown("")
@@ -104,6 +108,7 @@ class DataPanel:
         self._objects_of = None
         self._clear_findings()
         self.doctor_md.content = ""
+        self.cameras.open(reader)
         keys = [
             k
             for k in reader.data_keys()
@@ -232,6 +237,7 @@ class DataPanel:
         reader = self.reader
         self._objects()
         self._replay_props()
+        self.cameras.show(self.episode, self.frame)
         if STATE_KEY not in reader.features:
             self.replayed = None
             return
@@ -359,6 +365,7 @@ class DataPanel:
             "jumped": self.jumped,
             "replayed": getattr(self, "replayed", None),
             "props": self.prop_poses,
+            "cameras": self.cameras.state(),
             "playing": self.playing,
             "play_error": self.player.error,
         }

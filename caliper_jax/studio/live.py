@@ -2,22 +2,25 @@
 
 :class:`LiveSession` owns one ``MjData`` of a task scene built with a 1 ms timestep
 (:func:`tasks.scene.build_scene`, position servos). Everything it computes comes from the engine:
-MuJoCo steps the physics, the grasp rule is :mod:`tasks.env_spec`'s (``closing``,
-``grasp_candidates``, ``grasp_update``; the weld is written the way :class:`tasks.env.VecEnv` writes
-it), the success verdict is :func:`tasks.predicates.evaluator_np` of the task's predicate (per
-instant, never latched, no success dwell; the held prop and the carry state
-:func:`tasks.predicates.carry_update` updated at every control tick, as the environments do),
-and a recording goes through :class:`caliper_jax.dataset.LeRobotWriter`
-with the features of :func:`tasks.demo.features`.
+MuJoCo steps the physics, the grasp rule is the task's own, as :class:`tasks.env.VecEnv` applies it
+(:mod:`tasks.env_spec`'s ``closing``, ``grasp_candidates``, ``grasp_update``): on a weld-grasp task
+the taken prop is welded in the jaw frame the way ``VecEnv`` writes the weld; on a friction-grasp
+task (the Panda's and the SO-101's, ``TaskScene.grasp == "friction"``) the scene has no weld, the
+pads' contact friction alone holds the prop, and the rule only reports the held prop (one that
+stays inside the jaw box while the gripper is closed). The success verdict is
+:func:`tasks.predicates.evaluator_np` of the task's predicate (per instant, never latched, no
+success dwell; the held prop and the carry state :func:`tasks.predicates.carry_update` updated at
+every control tick, as the environments do), and a recording goes through
+:class:`caliper_jax.dataset.LeRobotWriter` with the features of :func:`tasks.demo.features`.
 
 Pacing (the face's job, not the engine's): ``pump()`` turns elapsed clock time into whole physics
 steps through an accumulator; the catch-up debt is capped at ``debt_cap`` seconds (0.25 s) and any
 excess is dropped (counted in ``dropped_s``), never run as an ever larger batch. ``start()`` runs
 ``pump`` on a background thread that does not depend on any browser; ``advance(n)`` steps by hand
-(tests, benchmarks). Pause stops stepping and stops accumulating time; the servo target is kept,
-so the arm holds (nothing is de-energised). ``reset()`` is ``mj_resetData`` plus the task's start
-pose: the same inputs after a reset give the same states bit for bit. A failed step or a
-non-finite state ends the session: ``error`` holds the reason and ``check()`` raises it.
+(tests, benchmarks). Pause stops stepping and stops accumulating time; the servo target is kept, so
+the arm holds (nothing is de-energised). ``reset()`` is ``mj_resetData`` plus the task's start
+pose: the same inputs after a reset give the same states bit for bit. A failed step or a non-finite
+state ends the session: ``error`` holds the reason and ``check()`` raises it.
 
 Recording: ``start_take(root, label)`` ... ``stop_take(save=True)`` writes one episode of frames
 captured at exact tick decimation (``observation.state`` the measured joints at the frame's tick,
@@ -81,7 +84,12 @@ class LiveSession:
         self._prop_dof = np.array(
             [lay.prop_dofadr[p] + k for p in self.prop_names for k in range(3)], np.int64
         ).reshape(len(self.prop_names), 3)
-        self._weld_eq = np.array([lay.weld_eq.get(p, -1) for p in self.prop_names], np.int64)
+        self.grasp = getattr(self.ts, "grasp", "weld")  # "weld" | "friction": the task's grasp model
+        # one weld per prop, as VecEnv reads them; a friction-grasp scene has none (and an equality it
+        # does have, such as the Panda's finger coupling, is never touched)
+        self._weld_eq = np.array(
+            [lay.weld_eq[p] for p in self.prop_names] if lay.weld_eq else [], np.int64
+        ).reshape(-1)
         self._eq_data0 = np.array(self.mj.eq_data, copy=True)
         from tasks.env_spec import jaw_body
 
@@ -119,7 +127,7 @@ class LiveSession:
             self.target = np.asarray(self.ts.q0, np.float64).copy()
             d.ctrl[:] = self.target[self._lay.ctrl_to_q]
             if len(self._weld_eq):
-                d.eq_active[self._weld_eq[self._weld_eq >= 0]] = 0
+                d.eq_active[self._weld_eq] = 0
             mj.mj_forward(m, d)
             self.held = -1
             self._carry = carry_start(np, (len(self.prop_names),))
@@ -190,6 +198,7 @@ class LiveSession:
                 "robot": self.model.name,
                 "props": {n: props[i].tolist() for i, n in enumerate(self.prop_names)},
                 "held": None if self.held < 0 else self.prop_names[self.held],
+                "grasp": self.grasp,
                 "success": success,
                 "contacts": int(d.ncon),
                 "paused": self.paused,
@@ -228,8 +237,11 @@ class LiveSession:
         props = d.qpos[self._prop_qpos]
         jaw_pos, jaw_rot = d.xpos[self._jaw].copy(), d.xmat[self._jaw].reshape(3, 3).copy()
         cand = grasp_candidates(L, np, jaw_pos, jaw_rot, props[:, :3])
-        held = int(grasp_update(np, np.array(self.held), np.array(close), cand))
+        held = int(grasp_update(np, np.array(self.held), np.array(close), cand, L.friction))
         if held == self.held:
+            return
+        if not len(self._weld_eq):  # friction grasp: the pads hold the prop, the rule only reports it
+            self.held = held
             return
         if self.held >= 0:
             d.eq_active[self._weld_eq[self.held]] = 0

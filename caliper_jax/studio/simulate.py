@@ -1,8 +1,9 @@
 """Simulate panel: a :class:`caliper_jax.studio.live.LiveSession` of a zoo task, drawn from its
-snapshots by a viewer thread (~30 Hz) that only reads; the physics thread never waits for it or
-for a browser. Start / Pause / Resume / Reset / Stop, gripper open/close (weld grasp), the success
-verdict and the held prop, and teleop recording (takes saved to a LeRobot v3 dataset). While live,
-the Jog sliders and gizmo edit the session's servo target, never the drawn pose.
+snapshots by a viewer thread (~30 Hz) that only reads; the physics thread never waits for it or for
+a browser. Start / Pause / Resume / Reset / Stop, gripper open/close (the task's grasp: weld or
+friction), the success verdict and the held prop, and teleop recording (takes saved to a LeRobot v3
+dataset). While live, the Jog sliders and gizmo edit the session's servo target, never the drawn
+pose.
 """
 
 from __future__ import annotations
@@ -238,7 +239,7 @@ class SimulatePanel:
         grip = "closed" if snap["gripper_closed"] else "open"
         self.status.content = (
             f"**{snap['task']}** ({snap['robot']}) {state} t=`{snap['time']:.3f}` s, tick `{snap['tick']}`, "
-            f"gripper {grip}  \n"
+            f"gripper {grip} ({snap['grasp']} grasp)  \n"
             f"success: {verdict} | held: {snap['held'] or '-'} | contacts: {snap['contacts']}  \n"
             f"{rec}, {snap['saved_episodes']} episode(s) saved | max debt "
             f"`{1000 * snap['max_debt_s']:.2f}` ms, dropped `{snap['dropped_s']:.3f}` s"

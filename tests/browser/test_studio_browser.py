@@ -183,3 +183,55 @@ def test_graph_runs_from_the_page(page, studio, artifacts):
     result = studio.state()["graph"]["result"]
     assert result is not None and result["order"][0] == "robot"
     assert page.problems == []
+
+
+def _halves(img) -> np.ndarray:
+    """(6,) mean RGB of the middle of the left and of the right half of an (H, W, 3) image."""
+    h, w = img.shape[:2]
+    rows = slice(h // 4, 3 * h // 4)
+    left, right = img[rows, w // 8: 3 * w // 8], img[rows, 5 * w // 8: 7 * w // 8]
+    return np.concatenate([left.mean((0, 1)), right.mean((0, 1))])
+
+
+def test_data_camera_video_shows_the_replayed_episode_frame(page, studio, artifacts, tmp_path):
+    """A video feature's <video> (found by its camera's name) shows, for the replayed episode and
+    frame, what LeRobotReader.video_frames decodes for them: its currentTime lies in the episode's
+    segment of the shared MP4, and its pixels match the decoded frame."""
+    pytest.importorskip("av")
+    from PIL import Image
+
+    from caliper_jax.dataset import LeRobotReader
+    from tests.studio_data import CAMERA_KEY, write_camera_dataset
+
+    root = write_camera_dataset(tmp_path / "cams")
+    reader = LeRobotReader(root)
+    before = studio.data.reader.root  # the wave dataset of the other tests, reopened at the end
+    page.get_by_role("tab", name="Data").click()
+    try:
+        studio.data.open(root)
+        decoded = {(e, k): _halves(f.astype(np.float64)) for e in range(reader.num_episodes)
+                   for k, f in enumerate(reader.video_frames(e, CAMERA_KEY))}
+        video = page.get_by_label(CAMERA_KEY, exact=True)
+        video.wait_for(timeout=30_000)
+        for episode, frame in ((1, 3), (2, 7)):
+            studio.data.select(episode=episode, frame=frame)
+            lo, hi = (float(reader.episode_meta(episode)[f"videos/{CAMERA_KEY}/{k}"])
+                      for k in ("from_timestamp", "to_timestamp"))
+            want = lo + (frame + 0.5) / reader.fps
+            wait_for(lambda want=want: abs(video.evaluate("v => v.currentTime") - want) < 1e-3
+                     and video.evaluate("v => v.readyState >= 2 && !v.seeking"),
+                     what=f"the video at episode {episode} frame {frame}")
+            assert lo <= video.evaluate("v => v.currentTime") < hi
+            video.scroll_into_view_if_needed()
+            png = video.screenshot(path=str(artifacts / f"08_camera_ep{episode}_f{frame}.png"))
+            got = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), np.float64)
+            seen = _halves(got)
+            # the browser's YUV -> RGB differs from PyAV's by a few levels: the shown frame must be
+            # the decoded frame nearest to it among every frame of every episode
+            dist = {k: np.abs(seen - v).sum() for k, v in decoded.items()}
+            assert min(dist, key=dist.get) == (episode, frame), (episode, frame, seen)
+            assert dist[(episode, frame)] < 60, dist[(episode, frame)]  # frames differ by 120
+        assert studio.state()["data"]["cameras"][0]["key"] == CAMERA_KEY
+        assert page.problems == []
+    finally:
+        studio.data.open(before)
