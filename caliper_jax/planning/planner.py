@@ -22,6 +22,7 @@ import numpy as np
 from caliper_jax.collision.scene import CollisionModel
 from caliper_jax.errors import CaliperError
 from caliper_jax.model import Model
+from caliper_jax.planning.aot import program
 from caliper_jax.planning.prm import prm
 from caliper_jax.planning.reach import BLOCKED, OUT_OF_REACH, REACHABLE, classify_joint_goal
 from caliper_jax.planning.rrt import rrt_connect, rrt_star
@@ -260,6 +261,15 @@ def exact_fine_checker(checker: Checker, factor: int = 4) -> Checker:
     return exact_checker(checker.model, checker.cm, resolution=checker.resolution / factor)
 
 
+def _split_attempt(key, attempt):
+    return jax.random.split(jax.random.fold_in(key, attempt))
+
+
+#: The keys of one fast-path attempt (escape, search): one persisted program, not two eager ops
+#: traced on every fresh process.
+_attempt_keys = program("planner.attempt_keys", _split_attempt, lambda: ())
+
+
 def _plan_fast(model, cm, start, goal, exact: Checker, key, *, step, margin, max_iterations, smooth, times):
     """(path, raw, stats, note) -- path None when no verified path -- or None when unsupported.
     Adds its stages' seconds to ``times``."""
@@ -300,7 +310,7 @@ def _plan_fast(model, cm, start, goal, exact: Checker, key, *, step, margin, max
         return out
 
     for attempt in range(FAST_ATTEMPTS):
-        k_esc, k_search = jax.random.split(jax.random.fold_in(key, attempt))
+        k_esc, k_search = _attempt_keys(key, jax.device_put(np.int32(attempt)))
         ends, moved = timed("escape", escape_endpoints, fast, exact, np.stack([start, goal]), k_esc,
                             params=params)
         if not np.all(np.isfinite(ends)):

@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from caliper_jax.errors import CaliperError
+from caliper_jax.planning.aot import program, program_key
 from caliper_jax.planning.lattice import bisection_order, counter_uniform, levels_for
 from caliper_jax.planning.vshortcut import shortcut_search
 
@@ -280,7 +281,8 @@ def _box(checker, unbounded: float = np.pi):
 def compiled_solver(checker, opts: SearchOptions, smoothing=None, batched: bool = False):
     """The jitted ``solve(params, lower, upper, start, goal, key) -> (SearchOut, smoothed path,
     smoothed length, shortcut states)`` for ``checker`` (cached per checker object and options;
-    ``params`` is an argument, so a new world of the same capacities never recompiles).
+    ``params`` is an argument, so a new world of the same capacities never recompiles; its
+    executables persist with the compile cache, :mod:`caliper_jax.planning.aot`).
     ``smoothing``: :class:`~caliper_jax.planning.vshortcut.ShortcutOptions` or None (no
     shortcutting: the smoothed outputs repeat the raw path). ``batched``: vmapped over
     ``start``, ``goal`` and ``key`` (leading axis)."""
@@ -299,7 +301,7 @@ def compiled_solver(checker, opts: SearchOptions, smoothing=None, batched: bool 
         return out, path, length, states
 
     fn = jax.vmap(solve, in_axes=(None, None, None, 0, 0, 0)) if batched else solve
-    per[k] = jax.jit(fn)
+    per[k] = program("vrrt.solve", fn, lambda: (program_key(checker), opts, smoothing, batched))
     return per[k]
 
 
@@ -309,6 +311,12 @@ def _dtype(params):
         if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.floating):
             return jnp.asarray(leaf).dtype
     return jnp.float32
+
+
+def _put(xs, dt) -> list:
+    """Host arrays converted to ``dt`` by NumPy, then placed on the device (no conversion
+    program to trace and compile per shape on a fresh process's first call)."""
+    return [jax.device_put(np.asarray(x, dtype=dt)) for x in xs]
 
 
 def _keys(seed_or_key, n: int | None):
@@ -336,8 +344,7 @@ def solve_many(checker, starts, goals, key, opts: SearchOptions | None = None, s
     dt = _dtype(params)
     lo, hi = _box(checker)
     fn = compiled_solver(checker, opts, smoothing, batched=True)
-    out, path, length, sc = fn(params, jnp.asarray(lo, dt), jnp.asarray(hi, dt), jnp.asarray(starts, dt),
-                               jnp.asarray(goals, dt), _keys(key, starts.shape[0]))
+    out, path, length, sc = fn(params, *_put((lo, hi, starts, goals), dt), _keys(key, starts.shape[0]))
     return _numpy(out, path, length, sc)
 
 
@@ -354,8 +361,7 @@ def solve_one(checker, start, goal, key, opts: SearchOptions | None = None, smoo
     dt = _dtype(params)
     lo, hi = _box(checker)
     fn = compiled_solver(checker, opts, smoothing, batched=False)
-    out, path, length, sc = fn(params, jnp.asarray(lo, dt), jnp.asarray(hi, dt), jnp.asarray(start, dt),
-                               jnp.asarray(goal, dt), _keys(key, None))
+    out, path, length, sc = fn(params, *_put((lo, hi, start, goal), dt), _keys(key, None))
     return _numpy(out, path, length, sc)
 
 
@@ -377,8 +383,8 @@ def shortcut_one(checker, found: dict, key, smoothing, params=None) -> dict:
         def fn(params, path, length, key):
             return shortcut_search(valid, params, path, length, jax.random.fold_in(key, 1 << 30), smoothing)
 
-        per[k] = jax.jit(fn)
-    raw, n = jnp.asarray(found["raw"], dt), jnp.asarray(found["raw_length"], jnp.int32)
+        per[k] = program("vrrt.shortcut", fn, lambda: (program_key(checker), smoothing))
+    raw, n = _put((found["raw"],), dt)[0], _put((found["raw_length"],), jnp.int32)[0]
     path, length, states = jax.device_get(per[k](params, raw, n, _keys(key, None)))
     return {"path": np.asarray(path, np.float64), "length": np.asarray(length), "states": np.asarray(states)}
 
