@@ -33,6 +33,8 @@ from caliper_jax.planning.validity import Checker
 PLANNERS = ("auto", "vrrtconnect", "rrtconnect", "rrtstar", "prm")
 #: Attempts of the fast path (fresh keys) before ``auto`` falls back to the host planner.
 FAST_ATTEMPTS = 3
+#: Search iterations per round of :func:`plan_many` (problems that stopped leave between rounds).
+BATCH_CHUNK = 32
 
 
 @dataclass
@@ -375,12 +377,15 @@ class PlanBatch:
 
 def plan_many(model: Model, cm: CollisionModel, starts, goals, *, seed=0, resolution: float = 0.02,
               margin: float = 0.0, step: float = 0.3, max_iterations: int | None = None,
-              smooth: bool = True) -> PlanBatch:
+              smooth: bool = True, chunk: int | None = BATCH_CHUNK) -> PlanBatch:
     """Plan ``starts[k] -> goals[k]`` ((B, nq) each) in one call of the fast path, validation
     included: every endpoint classified and escaped in one batched call each, every search and
     shortcut in ONE vmapped call (:func:`~caliper_jax.planning.vrrt.solve_many`), every returned
     path's edges checked by the exact stage at ``resolution / 4`` in one call. No retries and no
-    host fallback (``plan`` has both). CaliperError when the scene has no sphere closed form."""
+    host fallback (``plan`` has both). CaliperError when the scene has no sphere closed form.
+    ``chunk``: search iterations per round; between rounds the problems that stopped leave the
+    batch (:func:`~caliper_jax.planning.vrrt.solve_many`), so the batch no longer runs every
+    problem as long as its slowest one; None: one vmapped loop to the end."""
     from caliper_jax.planning.vrrt import CODES, SearchOptions, escape_endpoints, solve_many
     from caliper_jax.planning.vshortcut import ShortcutOptions
 
@@ -417,7 +422,7 @@ def plan_many(model: Model, cm: CollisionModel, starts, goals, *, seed=0, resolu
                          max_iterations=int(max_iterations or 4000))
     sm = ShortcutOptions(resolution=float(resolution), max_span=span) if smooth else None
     t0 = time.perf_counter()
-    r = solve_many(fast, e[:B], e[B:], k_search, opts, sm, params)
+    r = solve_many(fast, e[:B], e[B:], k_search, opts, sm, params, chunk=chunk)
     times["search"] = time.perf_counter() - t0
     paths, reasons = [None] * B, [""] * B
     for k in range(B):
