@@ -66,3 +66,34 @@ def test_content_keys_see_the_model_and_refuse_opaque_objects():
     assert aot.content_key((1, 2.0)) != aot.content_key((1, 2))
     with pytest.raises(TypeError):
         aot.content_key(object())
+
+
+_FRESH = """
+import json, sys
+import caliper_jax
+caliper_jax.enable_compile_cache(sys.argv[1])
+from caliper_jax.planning import aot, plan
+from caliper_jax.planning.problems import collide_arm_problems
+ps = collide_arm_problems(1)
+r = plan(ps.model, ps.collision_model(), ps.goals[0], ps.starts[0], seed=2, resolution=ps.resolution)
+print(json.dumps({"stats": aot.STATS, "planner": r.planner, "waypoints": r.waypoints.tolist()}))
+"""
+
+
+@pytest.mark.slow          # two fresh processes, the first compiling the collide_arm fast path (~30-60 s)
+def test_a_fresh_process_loads_the_planner_and_plans_the_same_bytes(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", _FRESH, str(tmp_path)], env=env, check=True,
+                                      capture_output=True, text=True).stdout.strip().splitlines()[-1])
+            for _ in range(2)]
+    assert runs[0]["planner"] == "vrrtconnect" and runs[0]["stats"]["compiled"] >= 4
+    first = runs[0]["stats"]
+    assert runs[1]["stats"] == {"loaded": first["compiled"] + first["loaded"], "compiled": 0}
+    assert runs[1]["waypoints"] == runs[0]["waypoints"]

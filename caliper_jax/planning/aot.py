@@ -30,6 +30,8 @@ import numpy as np
 #: Bump when the stored format changes: older files are then ignored.
 _VERSION = 1
 _SOURCE: list = []
+#: Executables loaded from disk and compiled-and-stored by every Program of this process.
+STATS = {"loaded": 0, "compiled": 0}
 
 
 def _source_digest() -> str:
@@ -178,6 +180,7 @@ class Program:
                 out = jax.block_until_ready(exe(*args))
                 self._exe[sig] = exe
                 self.loaded += 1
+                STATS["loaded"] += 1
                 return out
             except Exception:     # a stale or partial executable: compile it again
                 pass
@@ -185,6 +188,7 @@ class Program:
             exe = self.jitted.lower(*args).compile()
         _store(path, exe)
         self.compiled += 1
+        STATS["compiled"] += 1
         self._exe[sig] = exe
         return exe(*args)
 
@@ -226,4 +230,4 @@ def program(name: str, fn, key) -> Program:
     return Program(name, jax.jit(fn), key)
 
 
-__all__ = ["Program", "content_key", "folder", "program", "program_key"]
+__all__ = ["STATS", "Program", "content_key", "folder", "program", "program_key"]
