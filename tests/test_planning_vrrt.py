@@ -14,6 +14,7 @@ from caliper_jax.planning.problems import collide_arm_problems, panda_problems
 from caliper_jax.planning.vrrt import (
     SearchOptions,
     compiled_solver,
+    flat_batched,
     solve_many,
     solve_one,
 )
@@ -103,6 +104,31 @@ def test_batched_problems_in_one_call_and_moved_obstacles_do_not_recompile():
     assert fn._cache_size() == size and r2["found"].all()
 
 
+def test_a_batch_advanced_in_chunks_gives_the_same_bytes_as_one_loop():
+    """solve_many(chunk=...) drops stopped problems between rounds (compaction on the host):
+    every problem's result must be the one the single vmapped loop gives (same keys)."""
+    rng = np.random.default_rng(2)
+    B = 12
+    starts = np.c_[rng.uniform(-0.9, -0.5, B), rng.uniform(-0.9, 0.9, B)]
+    goals = np.c_[rng.uniform(0.5, 0.9, B), rng.uniform(-0.9, 0.9, B)]
+    goals[3] = [0.0, 0.0]                                    # inside a disc: stops at once, invalid
+    one = solve_many(WALL, starts, goals, jax.random.PRNGKey(4), OPTS, SMOOTH)
+    chunked = solve_many(WALL, starts, goals, jax.random.PRNGKey(4), OPTS, SMOOTH, chunk=5)
+    assert len(set(one["iterations"].tolist())) > 3 and not one["found"][3]   # stops at different rounds
+    for k in one:
+        np.testing.assert_array_equal(chunked[k], one[k], err_msg=k)
+    with pytest.raises(CaliperError, match="chunk"):
+        solve_many(WALL, starts, goals, jax.random.PRNGKey(4), OPTS, chunk=0)
+
+
+def test_flat_batched_validity_matches_the_plain_vmap():
+    qs = jnp.asarray(np.random.default_rng(3).uniform(-1.1, 1.1, (5, 7, 2)), jnp.float32)
+    flat = jax.vmap(flat_batched(WALL.valid), in_axes=(None, 0))(WALL.params, qs)
+    plain = jax.vmap(WALL.valid, in_axes=(None, 0))(WALL.params, qs)
+    np.testing.assert_array_equal(np.asarray(flat), np.asarray(plain))
+    assert 0 < np.asarray(plain).mean() < 1
+
+
 @pytest.mark.x64
 def test_float64_search_keeps_its_loop_types():
     w = Discs([[0.0, 0.0]], [0.3])
@@ -175,3 +201,23 @@ def test_witness_connect_is_the_planners_rrt_connect_with_a_host_check():
     assert np.array_equal(path[0], a) and np.array_equal(path[-1], b)
     assert np.allclose(path[:, 2], 0.03)
     assert all(clear(p, q) for p, q in zip(path[:-1], path[1:], strict=True))
+
+
+def test_plan_many_in_rounds_matches_one_loop_and_every_path_passes_the_exact_check():
+    """plan_many's default (chunk=32 rounds, compaction between them) against chunk=None on
+    collide_arm problems: the same verdicts and waypoints, each path exactly valid."""
+    from caliper_jax.planning import plan_many
+    from caliper_jax.planning.planner import exact_checker, exact_fine_checker
+
+    ps = collide_arm_problems(6)
+    cm = ps.collision_model()
+    kw = dict(seed=3, resolution=ps.resolution, max_iterations=400)
+    rounds = plan_many(ps.model, cm, ps.starts, ps.goals, chunk=2, **kw)
+    one = plan_many(ps.model, cm, ps.starts, ps.goals, chunk=None, **kw)
+    assert rounds.success.sum() >= 5 and np.array_equal(rounds.success, one.success)
+    fine = exact_fine_checker(exact_checker(ps.model, cm, resolution=ps.resolution))
+    for k in np.flatnonzero(rounds.success):
+        np.testing.assert_array_equal(rounds.waypoints[k], one.waypoints[k])
+        w = rounds.waypoints[k]
+        assert np.allclose(w[0], ps.starts[k]) and np.allclose(w[-1], ps.goals[k])
+        assert fine.path_valid(w)

@@ -21,12 +21,12 @@ rejects reach MuJoCo -- near obstacles, a small share of a path's states.
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from caliper_jax.collision.scene import CollisionModel, colliders_of
 from caliper_jax.errors import CaliperError
 from caliper_jax.model import Model
+from caliper_jax.planning.aot import program
 from caliper_jax.planning.validity import Checker
 
 #: States per jitted kinematics call (one compiled shape).
@@ -125,7 +125,7 @@ class MujocoEngine:
                                f"{model.name!r}: {str(e).splitlines()[0]}") from None
         self.data = mujoco.MjData(self.mj)
         self.states = 0
-        self._poses = jax.jit(jax.vmap(lambda q: _body_poses(model, q)))
+        self._poses = program("exact.poses", jax.vmap(lambda q: _body_poses(model, q)), lambda: (model,))
         if self.bodies.size:                      # compile now, not in the middle of a later call
             self.poses(np.zeros((1, model.nq)))
 
@@ -139,7 +139,7 @@ class MujocoEngine:
         for s in range(0, n, CHUNK):
             part = qs[s:s + CHUNK]
             pad = np.concatenate([part, np.repeat(part[-1:], CHUNK - part.shape[0], 0)])
-            R, p = jax.device_get(self._poses(jnp.asarray(pad, dt)))
+            R, p = jax.device_get(self._poses(jax.device_put(np.asarray(pad, dtype=dt))))
             m = part.shape[0]
             P[s:s + m] = np.asarray(p, np.float64)[:m, self.bodies]
             Q[s:s + m] = _quat(np.asarray(R, np.float64)[:m, self.bodies])
@@ -198,7 +198,8 @@ class ExactChecker(Checker):
         self.cover = cover
         if cover is not None:
             params = cover.params if cover_params is None else cover_params
-            self.cover_params = params._replace(margin=jnp.asarray(self.margin, params.margin.dtype))
+            margin = np.asarray(self.margin, dtype=params.margin.dtype)
+            self.cover_params = params._replace(margin=jax.device_put(margin))
         self.cover_cleared = 0
         self.exact_states = 0
 

@@ -22,6 +22,7 @@ import numpy as np
 from caliper_jax.collision.scene import CollisionModel
 from caliper_jax.errors import CaliperError
 from caliper_jax.model import Model
+from caliper_jax.planning.aot import program
 from caliper_jax.planning.prm import prm
 from caliper_jax.planning.reach import BLOCKED, OUT_OF_REACH, REACHABLE, classify_joint_goal
 from caliper_jax.planning.rrt import rrt_connect, rrt_star
@@ -32,6 +33,8 @@ from caliper_jax.planning.validity import Checker
 PLANNERS = ("auto", "vrrtconnect", "rrtconnect", "rrtstar", "prm")
 #: Attempts of the fast path (fresh keys) before ``auto`` falls back to the host planner.
 FAST_ATTEMPTS = 3
+#: Search iterations per round of :func:`plan_many` (problems that stopped leave between rounds).
+BATCH_CHUNK = 32
 
 
 @dataclass
@@ -260,6 +263,15 @@ def exact_fine_checker(checker: Checker, factor: int = 4) -> Checker:
     return exact_checker(checker.model, checker.cm, resolution=checker.resolution / factor)
 
 
+def _split_attempt(key, attempt):
+    return jax.random.split(jax.random.fold_in(key, attempt))
+
+
+#: The keys of one fast-path attempt (escape, search): one persisted program, not two eager ops
+#: traced on every fresh process.
+_attempt_keys = program("planner.attempt_keys", _split_attempt, lambda: ())
+
+
 def _plan_fast(model, cm, start, goal, exact: Checker, key, *, step, margin, max_iterations, smooth, times):
     """(path, raw, stats, note) -- path None when no verified path -- or None when unsupported.
     Adds its stages' seconds to ``times``."""
@@ -300,7 +312,7 @@ def _plan_fast(model, cm, start, goal, exact: Checker, key, *, step, margin, max
         return out
 
     for attempt in range(FAST_ATTEMPTS):
-        k_esc, k_search = jax.random.split(jax.random.fold_in(key, attempt))
+        k_esc, k_search = _attempt_keys(key, jax.device_put(np.int32(attempt)))
         ends, moved = timed("escape", escape_endpoints, fast, exact, np.stack([start, goal]), k_esc,
                             params=params)
         if not np.all(np.isfinite(ends)):
@@ -365,12 +377,15 @@ class PlanBatch:
 
 def plan_many(model: Model, cm: CollisionModel, starts, goals, *, seed=0, resolution: float = 0.02,
               margin: float = 0.0, step: float = 0.3, max_iterations: int | None = None,
-              smooth: bool = True) -> PlanBatch:
+              smooth: bool = True, chunk: int | None = BATCH_CHUNK) -> PlanBatch:
     """Plan ``starts[k] -> goals[k]`` ((B, nq) each) in one call of the fast path, validation
     included: every endpoint classified and escaped in one batched call each, every search and
     shortcut in ONE vmapped call (:func:`~caliper_jax.planning.vrrt.solve_many`), every returned
     path's edges checked by the exact stage at ``resolution / 4`` in one call. No retries and no
-    host fallback (``plan`` has both). CaliperError when the scene has no sphere closed form."""
+    host fallback (``plan`` has both). CaliperError when the scene has no sphere closed form.
+    ``chunk``: search iterations per round; between rounds the problems that stopped leave the
+    batch (:func:`~caliper_jax.planning.vrrt.solve_many`), so the batch no longer runs every
+    problem as long as its slowest one; None: one vmapped loop to the end."""
     from caliper_jax.planning.vrrt import CODES, SearchOptions, escape_endpoints, solve_many
     from caliper_jax.planning.vshortcut import ShortcutOptions
 
@@ -407,7 +422,7 @@ def plan_many(model: Model, cm: CollisionModel, starts, goals, *, seed=0, resolu
                          max_iterations=int(max_iterations or 4000))
     sm = ShortcutOptions(resolution=float(resolution), max_span=span) if smooth else None
     t0 = time.perf_counter()
-    r = solve_many(fast, e[:B], e[B:], k_search, opts, sm, params)
+    r = solve_many(fast, e[:B], e[B:], k_search, opts, sm, params, chunk=chunk)
     times["search"] = time.perf_counter() - t0
     paths, reasons = [None] * B, [""] * B
     for k in range(B):

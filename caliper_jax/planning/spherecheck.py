@@ -395,7 +395,7 @@ def make_params(obstacles, caps: dict, margin: float, dtype) -> CheckParams:
         half_d=fill("halfspace", lambda o: o.R[:, 2] @ o.p, -FAR, ()),
         margin=np.float64(margin),
     )
-    return CheckParams(**{k: jnp.asarray(v, dtype) for k, v in arrays.items()})
+    return CheckParams(**{k: jax.device_put(np.asarray(v, dtype=dtype)) for k, v in arrays.items()})
 
 
 # ---- the kernel ---------------------------------------------------------------------------------
@@ -525,9 +525,16 @@ class PlanningChecker:
         margin = float(self.params.margin) if margin is None else margin
         return make_params(obstacles, self.capacity, margin, self.params.margin.dtype)
 
+    def program_key(self) -> tuple:
+        """What :meth:`valid` closes over (the world is an argument): the key of its persisted
+        executables (:mod:`caliper_jax.planning.aot`)."""
+        return (self.model, self.nq, self.lower, self.upper, self.spheres, self.block, self.early_exit)
+
     @cached_property
     def _jitted(self):
-        return jax.jit(self.valid)
+        from caliper_jax.planning.aot import program
+
+        return program("spherecheck.valid", self.valid, self.program_key)
 
     def valid_np(self, qs, params: CheckParams | None = None) -> np.ndarray:
         """NumPy convenience: ``qs`` (B, nq) or (nq,) -> (B,) or () bool (jitted per batch size)."""

@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from caliper_jax.errors import CaliperError
+from caliper_jax.planning.aot import program, program_key
 from caliper_jax.planning.lattice import bisection_order, counter_uniform, levels_for
 from caliper_jax.planning.vshortcut import shortcut_search
 
@@ -118,21 +119,38 @@ def _walk(q, parent, i0, steps: int):
 def rrt_connect_search(valid, params, lower, upper, start, goal, key, opts: SearchOptions) -> SearchOut:
     """One RRT-Connect search (pure JAX; jit with ``valid`` and ``opts`` static, vmap over
     ``start``/``goal``/``key``). ``lower``/``upper`` (nq,): the sampling box (finite);
-    ``start``/``goal`` (nq,)."""
+    ``start``/``goal`` (nq,). The same as :func:`search_init`, then :func:`search_steps` up to
+    ``opts.max_iterations``, then :func:`search_result`."""
+    seed = jax.random.bits(key, (2,), jnp.uint32)
+    s = search_steps(valid, params, lower, upper, start, goal, seed, search_init(start, goal, opts),
+                     opts.max_iterations, opts)
+    return search_result(s, start, opts)
+
+
+def search_init(start, goal, opts: SearchOptions) -> dict:
+    """The loop state of a new search: trees ``q (2, C, nq)``, ``parent (2, C)``, fill counts
+    ``n (2,)``, iteration ``it``, and the mode / role / verdict scalars (``stop`` ends it)."""
     dt = start.dtype
-    nq, C, P, E = start.shape[0], int(opts.capacity), int(opts.path_capacity), int(opts.candidates)
+    nq, C, i32 = start.shape[0], int(opts.capacity), jnp.int32
+    q = jnp.zeros((2, C, nq), dt).at[0, 0].set(start).at[1, 0].set(goal)
+    parent = jnp.full((2, C), -1, jnp.int32)
+    # mode 1 = connect: the first motions grow tree 1 (goal) straight towards the start (a = 0)
+    return dict(q=q, parent=parent, n=jnp.ones(2, i32), it=i32(0), mode=i32(1), a=i32(0), tgt=i32(0),
+                last=i32(0), found=jnp.bool_(False), full=jnp.bool_(False), ends=jnp.bool_(True),
+                stop=jnp.bool_(False))
+
+
+def search_steps(valid, params, lower, upper, start, goal, seed, state: dict, until, opts: SearchOptions):
+    """Run the search ``state`` until it stops or its iteration count reaches ``until`` (a
+    traced int: a batch can be advanced in chunks and resumed); ``seed`` (2,) uint32 words."""
+    dt = start.dtype
+    nq, C, E = start.shape[0], int(opts.capacity), int(opts.candidates)
     frac = jnp.asarray(extension_fractions(opts), dt)
     K = frac.shape[0]
     step = jnp.asarray(opts.step, dt)
     i32 = jnp.int32
     slots = jnp.arange(C, dtype=i32)
     sidx = jnp.arange(1, E + 1, dtype=i32)
-    q = jnp.zeros((2, C, nq), dt).at[0, 0].set(start).at[1, 0].set(goal)
-    parent = jnp.full((2, C), -1, jnp.int32)
-    # mode 1 = connect: the first motions grow tree 1 (goal) straight towards the start (a = 0)
-    state = dict(q=q, parent=parent, n=jnp.ones(2, i32), it=i32(0), mode=i32(1), a=i32(0), tgt=i32(0),
-                 last=i32(0), found=jnp.bool_(False), full=jnp.bool_(False), ends=jnp.bool_(True),
-                 stop=jnp.bool_(False))
 
     def nearest(Q, n, x):                                     # x (..., nq) -> (...,) slot
         d = jnp.sum((Q - x[..., None, :]) ** 2, axis=-1)
@@ -140,9 +158,7 @@ def rrt_connect_search(valid, params, lower, upper, start, goal, key, opts: Sear
             jnp.where(slots < n, d, jnp.inf), axis=-1)
 
     def cond(s):
-        return ~s["stop"] & (s["it"] < opts.max_iterations)
-
-    seed = jax.random.bits(key, (2,), jnp.uint32)
+        return ~s["stop"] & (s["it"] < until)
 
     def body(s):
         u = counter_uniform(seed, s["it"], (E, nq + 1), np.dtype(dt).type)
@@ -198,7 +214,14 @@ def rrt_connect_search(valid, params, lower, upper, start, goal, key, opts: Sear
                     last=jnp.where(found, nt + ns - 1, s["last"]), found=found, full=~room, ends=ends_ok,
                     stop=found | ~room | ~ends_ok)
 
-    s = jax.lax.while_loop(cond, body, state)
+    return jax.lax.while_loop(cond, body, state)
+
+
+def search_result(s: dict, start, opts: SearchOptions) -> SearchOut:
+    """The :class:`SearchOut` of a (stopped or budget-spent) search state ``s``: both parent
+    chains read out into the path buffer."""
+    P, E, i32 = int(opts.path_capacity), int(opts.candidates), jnp.int32
+    K = extension_fractions(opts).shape[0]
     a = s["a"]
     order = jnp.stack([a, 1 - a])
     bufs, cnt, complete = _walk(s["q"][order], s["parent"][order], jnp.stack([s["tgt"], s["last"]]), P)
@@ -280,7 +303,8 @@ def _box(checker, unbounded: float = np.pi):
 def compiled_solver(checker, opts: SearchOptions, smoothing=None, batched: bool = False):
     """The jitted ``solve(params, lower, upper, start, goal, key) -> (SearchOut, smoothed path,
     smoothed length, shortcut states)`` for ``checker`` (cached per checker object and options;
-    ``params`` is an argument, so a new world of the same capacities never recompiles).
+    ``params`` is an argument, so a new world of the same capacities never recompiles; its
+    executables persist with the compile cache, :mod:`caliper_jax.planning.aot`).
     ``smoothing``: :class:`~caliper_jax.planning.vshortcut.ShortcutOptions` or None (no
     shortcutting: the smoothed outputs repeat the raw path). ``batched``: vmapped over
     ``start``, ``goal`` and ``key`` (leading axis)."""
@@ -299,7 +323,7 @@ def compiled_solver(checker, opts: SearchOptions, smoothing=None, batched: bool 
         return out, path, length, states
 
     fn = jax.vmap(solve, in_axes=(None, None, None, 0, 0, 0)) if batched else solve
-    per[k] = jax.jit(fn)
+    per[k] = program("vrrt.solve", fn, lambda: (program_key(checker), opts, smoothing, batched))
     return per[k]
 
 
@@ -311,6 +335,12 @@ def _dtype(params):
     return jnp.float32
 
 
+def _put(xs, dt) -> list:
+    """Host arrays converted to ``dt`` by NumPy, then placed on the device (no conversion
+    program to trace and compile per shape on a fresh process's first call)."""
+    return [jax.device_put(np.asarray(x, dtype=dt)) for x in xs]     # dt None: as they are
+
+
 def _keys(seed_or_key, n: int | None):
     from caliper_jax.planning.sampling import as_key
 
@@ -318,12 +348,107 @@ def _keys(seed_or_key, n: int | None):
     return key if n is None else jax.random.split(key, n)
 
 
+def flat_batched(valid):
+    """``valid`` whose batching rule checks all problems' states in ONE call: under ``vmap`` over
+    problems, ``qs`` (B, n, nq) is flattened to (B * n, nq) (the lane kernel's layout: every op
+    runs over contiguous states) instead of a batched kernel per problem; a batched world falls
+    back to the plain ``vmap``."""
+    @jax.custom_batching.custom_vmap
+    def flat(params, qs):
+        return valid(params, qs)
+
+    @flat.def_vmap
+    def _rule(axis_size, in_batched, params, qs):
+        p_batched, q_batched = in_batched
+        if any(jax.tree_util.tree_leaves(p_batched)):
+            return jax.vmap(valid, in_axes=(jax.tree_util.tree_map(lambda b: 0 if b else None, p_batched),
+                                            0 if q_batched else None))(params, qs), True
+        if not q_batched:
+            return valid(params, qs), False
+        B, n, nq = qs.shape
+        return valid(params, qs.reshape(B * n, nq)).reshape(B, n), True
+
+    return flat
+
+
+def chunked_programs(checker, opts: SearchOptions, smoothing=None):
+    """The three vmapped programs of a search advanced in chunks (cached per checker and
+    options): ``init(starts, goals, keys) -> (states, seeds)``, ``steps(params, lower, upper,
+    starts, goals, seeds, states, until) -> states`` and ``finish(params, states, starts, keys) ->
+    (SearchOut, smoothed path, smoothed length, shortcut states)``; the same bytes per problem as
+    :func:`compiled_solver` (same keys, same loop)."""
+    per = _COMPILED.setdefault(checker, {})
+    k = ("chunked", opts, smoothing)
+    if k in per:
+        return per[k]
+    valid, flat = checker.valid, flat_batched(checker.valid)
+
+    def init(start, goal, key):
+        return search_init(start, goal, opts), jax.random.bits(key, (2,), jnp.uint32)
+
+    def steps(params, lower, upper, start, goal, seed, state, until):
+        return search_steps(flat, params, lower, upper, start, goal, seed, state, until, opts)
+
+    def finish(params, state, start, key):
+        out = search_result(state, start, opts)
+        if smoothing is None:
+            return out, out.path, out.length, jnp.int32(0)
+        path, length, states = shortcut_search(valid, params, out.path, out.length,
+                                               jax.random.fold_in(key, 1 << 30), smoothing)
+        return out, path, length, states
+
+    def key():
+        return program_key(checker), opts, smoothing
+
+    per[k] = (program("vrrt.init", jax.vmap(init), lambda: (opts,)),
+              program("vrrt.steps", jax.vmap(steps, in_axes=(None, None, None, 0, 0, 0, 0, None)), key),
+              program("vrrt.finish", jax.vmap(finish, in_axes=(None, 0, 0, 0)), key))
+    return per[k]
+
+
+def _bucket(n: int, most: int) -> int:
+    """The batch size ``n`` active problems run at: ``most`` divided by 4 while that still holds
+    them and is at least 4 (few sizes: each is one compile of the loop)."""
+    size = most
+    while size // 4 >= max(n, 4):
+        size //= 4
+    return size
+
+
+def _solve_chunked(checker, params, lo, hi, starts, goals, keys, opts: SearchOptions, smoothing, chunk: int):
+    """:func:`solve_many` in rounds of ``chunk`` iterations: after each round the problems that
+    stopped leave the batch (host-side compaction, padded to :func:`_bucket` sizes), so a batch costs
+    about the sum of its problems' iterations rather than B times the slowest one's."""
+    init, steps, finish = chunked_programs(checker, opts, smoothing)
+    dt = _dtype(params)
+    B = starts.shape[0]
+    S, G = _put((starts, goals), dt)
+    lo_d, hi_d = _put((lo, hi), dt)
+    state, seeds = jax.device_get(init(S, G, keys))
+    state = {k: np.array(v) for k, v in state.items()}
+    starts_t, goals_t = np.asarray(starts, dt), np.asarray(goals, dt)
+    active, it = np.arange(B), 0
+    while active.size and it < opts.max_iterations:
+        it = min(it + chunk, opts.max_iterations)
+        take = np.concatenate([active, np.repeat(active[-1:], _bucket(active.size, B) - active.size)])
+        rows = _put((starts_t[take], goals_t[take], seeds[take]), None)
+        sub = {k: jax.device_put(v[take]) for k, v in state.items()}
+        sub = jax.device_get(steps(params, lo_d, hi_d, *rows, sub, jax.device_put(np.int32(it))))
+        m = active.size
+        for k in state:
+            state[k][active] = sub[k][:m]
+        active = active[~np.asarray(sub["stop"][:m])]
+    return finish(params, {k: jax.device_put(v) for k, v in state.items()}, S, keys)
+
+
 def solve_many(checker, starts, goals, key, opts: SearchOptions | None = None, smoothing=None,
-               params=None) -> dict:
+               params=None, chunk: int | None = None) -> dict:
     """Plan ``starts[k] -> goals[k]`` (B, nq) in ONE vmapped call (problem k gets
     ``jax.random.split(key, B)[k]``). Returns NumPy: ``found`` (B,), ``code`` (B,), ``raw`` and
     ``path`` (B, P, nq) padded buffers with ``raw_length`` / ``length`` (B,), ``iterations``,
-    ``nodes``, ``states`` (B,). ``params``: the checker's world (default ``checker.params``)."""
+    ``nodes``, ``states`` (B,). ``params``: the checker's world (default ``checker.params``).
+    ``chunk``: advance the batch ``chunk`` iterations at a time and drop the problems that
+    stopped between rounds (:func:`_solve_chunked`; the same results per problem)."""
     opts = (opts or SearchOptions()).validate()
     starts = np.asarray(starts, np.float64)
     goals = np.asarray(goals, np.float64)
@@ -335,9 +460,14 @@ def solve_many(checker, starts, goals, key, opts: SearchOptions | None = None, s
     params = checker.params if params is None else params
     dt = _dtype(params)
     lo, hi = _box(checker)
+    if chunk is not None:
+        if int(chunk) < 1:
+            raise CaliperError(f"chunk must be >= 1, got {chunk!r}")
+        keys = _keys(key, starts.shape[0])
+        out = _solve_chunked(checker, params, lo, hi, starts, goals, keys, opts, smoothing, int(chunk))
+        return _numpy(*out)
     fn = compiled_solver(checker, opts, smoothing, batched=True)
-    out, path, length, sc = fn(params, jnp.asarray(lo, dt), jnp.asarray(hi, dt), jnp.asarray(starts, dt),
-                               jnp.asarray(goals, dt), _keys(key, starts.shape[0]))
+    out, path, length, sc = fn(params, *_put((lo, hi, starts, goals), dt), _keys(key, starts.shape[0]))
     return _numpy(out, path, length, sc)
 
 
@@ -354,8 +484,7 @@ def solve_one(checker, start, goal, key, opts: SearchOptions | None = None, smoo
     dt = _dtype(params)
     lo, hi = _box(checker)
     fn = compiled_solver(checker, opts, smoothing, batched=False)
-    out, path, length, sc = fn(params, jnp.asarray(lo, dt), jnp.asarray(hi, dt), jnp.asarray(start, dt),
-                               jnp.asarray(goal, dt), _keys(key, None))
+    out, path, length, sc = fn(params, *_put((lo, hi, start, goal), dt), _keys(key, None))
     return _numpy(out, path, length, sc)
 
 
@@ -377,8 +506,8 @@ def shortcut_one(checker, found: dict, key, smoothing, params=None) -> dict:
         def fn(params, path, length, key):
             return shortcut_search(valid, params, path, length, jax.random.fold_in(key, 1 << 30), smoothing)
 
-        per[k] = jax.jit(fn)
-    raw, n = jnp.asarray(found["raw"], dt), jnp.asarray(found["raw_length"], jnp.int32)
+        per[k] = program("vrrt.shortcut", fn, lambda: (program_key(checker), smoothing))
+    raw, n = _put((found["raw"],), dt)[0], _put((found["raw_length"],), jnp.int32)[0]
     path, length, states = jax.device_get(per[k](params, raw, n, _keys(key, None)))
     return {"path": np.asarray(path, np.float64), "length": np.asarray(length), "states": np.asarray(states)}
 
@@ -458,6 +587,7 @@ def _numpy(out: SearchOut, path, length, sc) -> dict:
 
 
 __all__ = ["BUDGET", "CODES", "ENDPOINT_INVALID", "FOUND", "PATH_TOO_LONG", "SearchOptions", "SearchOut",
-           "TREE_FULL", "bisection_order", "compiled_solver", "escape_endpoints", "extension_fractions",
-           "host_search", "levels_for", "rrt_connect_search", "search_one", "shortcut_one", "solve_many",
+           "TREE_FULL", "bisection_order", "chunked_programs", "compiled_solver", "escape_endpoints",
+           "extension_fractions", "flat_batched", "host_search", "levels_for", "rrt_connect_search",
+           "search_init", "search_one", "search_result", "search_steps", "shortcut_one", "solve_many",
            "solve_one", "valid_padded"]
