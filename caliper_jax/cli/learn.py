@@ -110,7 +110,8 @@ def register(subparsers) -> None:
                    help="test-seed episodes of the verdict (default 50; 0: no verdict)")
     p.add_argument("--eval-seed", type=int, default=1_000_003,
                    help="test seed (default 1000003, unseen in training)")
-    p.add_argument("--target", type=float, default=0.8, help="success rate the verdict asks for (0.8)")
+    p.add_argument("--target", type=float, default=None,
+                   help="success rate the verdict asks for (default: the task's RL recipe, else 0.8)")
 
     p = add("eval", cmd_eval, "closed-loop success of a policy on a task: Wilson 95%% interval, E001-E003")
     p.add_argument("policy", metavar="CHECKPOINT", help="a checkpoint or run folder, or 'scripted'")
@@ -452,14 +453,16 @@ def cmd_rl(args) -> int:
     if args.steps is not None:
         overrides["steps"] = budget(at_least(args.steps, "--steps"), "--steps (environment steps)")
     overrides.setdefault("seed", seed(args.seed))
+    from learn.recipes import rl_recipe
+
     episodes = at_least(args.eval_episodes, "--eval-episodes", 0)
+    rec = rl_recipe(args.task, args.algo) if args.recipe else None
+    if args.target is None:
+        args.target = rec.target if rec else 0.8
     if not 0.0 <= args.target <= 1.0:
         raise CaliperError(f"--target must be a success rate in [0, 1], got {args.target}")
     if args.stop_success is not None and not 0.0 < args.stop_success <= 1.0:
         raise CaliperError(f"--stop-success must be in (0, 1], got {args.stop_success}")
-    from learn.recipes import rl_recipe
-
-    rec = rl_recipe(args.task, args.algo) if args.recipe else None
     select = (rec.select_episodes if rec else 0) if args.select_episodes is None else \
         at_least(args.select_episodes, "--select-episodes", 0)
     Config = ALGORITHMS[args.algo].config
