@@ -147,6 +147,7 @@ def _cli(*args):
     (["--config", '{"lrr": 1}'], "--config: unknown key(s) 'lrr'"),
     (["--config", '{"minibatches": 3}'], "must divide into 3 minibatches"),
     (["--target", "1.5"], "--target must be a success rate in [0, 1]"),
+    (["--select-episodes", "-1"], "--select-episodes must be an integer >= 0, got -1"),
 ])
 def test_cli_hostile_inputs_are_one_line_errors(tmp_path, args, fragment):
     p = _cli("lift-cube", "--out", str(tmp_path / "run"), *args)

@@ -37,6 +37,52 @@ def test_brax_training_wrappers_run_the_brax_env():
     np.testing.assert_array_equal(np.asarray(st.obs), first)          # auto-reset to the first state
 
 
+def _replicated(x, devices):
+    """``jax.device_put_replicated`` (removed in jax 0.10, still called by brax 0.14.2): the
+    migration guide's drop-in, a leading device axis on every leaf."""
+    import jax
+    import jax.numpy as jnp
+
+    stack = lambda a: jnp.broadcast_to(jnp.asarray(a), (len(devices),) + jnp.shape(a))  # noqa: E731
+    return jax.device_put(jax.tree_util.tree_map(stack, x), devices[0])
+
+
+@pytest.mark.slow
+def test_brax_ppo_trainer_trains_on_the_brax_env_and_its_policy_acts_in_it(monkeypatch):
+    """brax's own ``ppo.train`` on ``BraxEnv("lift-cube")`` (320 env steps, 4 worlds, [16] layers,
+    no eval unroll): it returns parameters and finite metrics, and its deterministic policy's
+    action steps our env. Catches: BraxEnv.step dropping the metric keys brax's trainer adds at
+    reset (the trainer's scan fails on the changed pytree). Slow: the MJX step compiles inside
+    brax's pmapped reset and training epoch, minutes on 2 loaded CPU cores."""
+    pytest.importorskip("brax")
+    import functools
+
+    import jax
+    from brax.training.agents.ppo import networks as ppo_networks
+    from brax.training.agents.ppo import train as ppo
+
+    from tasks.brax_env import BraxEnv
+
+    if "device_put_replicated" not in vars(jax):
+        monkeypatch.setattr(jax, "device_put_replicated", _replicated, raising=False)
+    env = BraxEnv("lift-cube")
+    factory = functools.partial(ppo_networks.make_ppo_networks, policy_hidden_layer_sizes=(16,),
+                                value_hidden_layer_sizes=(16,))
+    make_policy, params, metrics = ppo.train(
+        environment=env, num_timesteps=320, episode_length=20, num_envs=4, unroll_length=5, batch_size=4,
+        num_minibatches=2, num_updates_per_batch=1, num_evals=1, run_evals=False, network_factory=factory,
+        normalize_observations=True, seed=0)
+    leaves = jax.tree_util.tree_leaves(params)
+    assert len(params) == 3 and leaves and all(np.isfinite(np.asarray(x)).all() for x in leaves)
+    assert all(np.isfinite(np.asarray(v)).all() for v in jax.tree_util.tree_leaves(metrics))
+    st = jax.jit(env.reset)(jax.random.PRNGKey(1))
+    action, _ = make_policy(params, deterministic=True)(st.obs, jax.random.PRNGKey(2))
+    assert action.shape == (env.action_size,) and np.all(np.abs(np.asarray(action)) <= 1)
+    nxt = jax.jit(env.step)(st, action)
+    assert np.isfinite(np.asarray(nxt.obs)).all() and np.isfinite(float(nxt.reward))
+    assert not np.array_equal(np.asarray(nxt.obs), np.asarray(st.obs))
+
+
 def test_sb3_ppo_runs_a_few_thousand_steps_through_the_gymnasium_adapter():
     pytest.importorskip("torch", reason="stable-baselines3 needs torch (the rl extra)")
     pytest.importorskip("stable_baselines3")

@@ -99,13 +99,19 @@ def register(subparsers) -> None:
     p.add_argument("--config", metavar="JSON", default=None,
                    help='algorithm config overrides as JSON, e.g. \'{"lr": 1e-3, "rollout": 64}\'')
     p.add_argument("--seed", type=int, default=0, help="weights, exploration and training worlds (default 0)")
+    p.add_argument("--select-episodes", type=int, default=None, metavar="N",
+                   help="keep the best deterministic actor by success on N episodes of val seed 1000, "
+                        "judged at segment ends (default: the task's RL recipe, else 0: the last actor)")
+    p.add_argument("--no-recipe", dest="recipe", action="store_false",
+                   help="start from the algorithm's defaults, not the task's RL recipe (learn.recipes)")
     p.add_argument("--stop-success", type=float, default=None, metavar="RATE",
                    help="stop at the end of a segment whose training episodes succeed this often")
     p.add_argument("--eval-episodes", type=int, default=50,
                    help="test-seed episodes of the verdict (default 50; 0: no verdict)")
     p.add_argument("--eval-seed", type=int, default=1_000_003,
                    help="test seed (default 1000003, unseen in training)")
-    p.add_argument("--target", type=float, default=0.8, help="success rate the verdict asks for (0.8)")
+    p.add_argument("--target", type=float, default=None,
+                   help="success rate the verdict asks for (default: the task's RL recipe, else 0.8)")
 
     p = add("eval", cmd_eval, "closed-loop success of a policy on a task: Wilson 95%% interval, E001-E003")
     p.add_argument("policy", metavar="CHECKPOINT", help="a checkpoint or run folder, or 'scripted'")
@@ -447,13 +453,20 @@ def cmd_rl(args) -> int:
     if args.steps is not None:
         overrides["steps"] = budget(at_least(args.steps, "--steps"), "--steps (environment steps)")
     overrides.setdefault("seed", seed(args.seed))
+    from learn.recipes import rl_recipe
+
     episodes = at_least(args.eval_episodes, "--eval-episodes", 0)
+    rec = rl_recipe(args.task, args.algo) if args.recipe else None
+    if args.target is None:
+        args.target = rec.target if rec else 0.8
     if not 0.0 <= args.target <= 1.0:
         raise CaliperError(f"--target must be a success rate in [0, 1], got {args.target}")
     if args.stop_success is not None and not 0.0 < args.stop_success <= 1.0:
         raise CaliperError(f"--stop-success must be in (0, 1], got {args.stop_success}")
+    select = (rec.select_episodes if rec else 0) if args.select_episodes is None else \
+        at_least(args.select_episodes, "--select-episodes", 0)
     Config = ALGORITHMS[args.algo].config
-    cfg = Config.from_dict({**Config().to_dict(), **overrides}, "--config")
+    cfg = Config.from_dict({**Config().to_dict(), **(rec.config if rec else {}), **overrides}, "--config")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CaliperError(f"--out {out}: exists and is not a folder")
@@ -471,10 +484,18 @@ def cmd_rl(args) -> int:
 
     with bar, runtime.writing():
         res = train_rl(args.task, args.algo, cfg, engine=args.engine, out=out, resume=args.resume,
-                       progress=tick, stop_success=args.stop_success)
+                       progress=tick, stop_success=args.stop_success, select_episodes=select,
+                       select_every=rec.select_every if rec else 1)
     report = res.to_dict()
+    report["recipe"] = rec.to_dict() if rec else None
     text = (f"{args.algo} on {res.task} ({res.engine}): {res.updates} updates, {res.env_steps} env steps in "
             f"{res.wall_s:.0f} s (compile {res.compile_s:.0f} s); checkpoint {res.checkpoint}")
+    if rec is not None:
+        text = f"recipe: learn.recipes RL_RECIPES[{args.task!r}, {args.algo!r}]\n" + text
+    if res.selected:
+        s = res.selected
+        text += (f"\nselected: the actor of update {s['update']} ({s['env_steps']} env steps), "
+                 f"{s['val_success']:.0%} on {s['episodes']} episodes of val seed {s['val_seed']}")
     gate = 0
     if episodes:
         from learn.evaluate import evaluate

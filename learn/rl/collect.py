@@ -93,6 +93,24 @@ class CpuCollector:
         return jax.tree_util.tree_map(jnp.asarray, ro), _episodes(done_b, succ, ret, length, held)
 
 
+def first_episodes(env, act, centre, half, seed: int) -> np.ndarray:
+    """(W,) bool: whether each world's first episode of randomisation seed ``seed`` succeeded under
+    the deterministic ``act(obs (W, obs_dim)) -> u (W, A)`` (normalised actions) on the CPU
+    engine's ``env`` -- one jitted policy call and one batched MuJoCo call per tick, at most one
+    horizon of ticks."""
+    obs, _ = env.reset(seed=int(seed))
+    W = env.num_envs
+    ended, success = np.zeros(W, bool), np.zeros(W, bool)
+    while not ended.all():
+        u = np.asarray(act(obs), np.float64)
+        obs, _, term, trunc, info = env.step(centre + half * u)
+        done = np.asarray(term | trunc, bool)
+        new = done & ~ended
+        success[new] = np.asarray(info["episode"]["final_success"])[new]
+        ended |= done
+    return success
+
+
 class MjxCollector:
     """Rollouts on :class:`tasks.env_mjx.MjxEnv`: one jitted ``lax.scan`` per batch."""
 
@@ -129,4 +147,4 @@ class MjxCollector:
         return ro, _episodes(ro.done, succ, ret, length, held)
 
 
-__all__ = ["CpuCollector", "Episodes", "MjxCollector"]
+__all__ = ["CpuCollector", "Episodes", "MjxCollector", "first_episodes"]

@@ -87,9 +87,12 @@ class PPOConfig(RunConfig):
     actor_hidden: tuple = (64, 64)
     critic_hidden: tuple = (128, 128)
     anneal_lr: bool = True
+    action_centre: str = "limits"
+    action_scale: float = 1.0
     seed: int = 0
 
     def __post_init__(self):
+        check_action_frame(self, "ppo config")
         for name in ("envs", "rollout", "steps", "epochs", "minibatches"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
@@ -109,6 +112,30 @@ class PPOConfig(RunConfig):
     @staticmethod
     def from_dict(d: dict, where: str = "ppo config") -> PPOConfig:
         return PPOConfig(**config_kwargs(PPOConfig, d, where))
+
+
+ACTION_CENTRES = ("limits", "home")
+
+
+def check_action_frame(cfg, where: str) -> None:
+    """``action_centre`` in :data:`ACTION_CENTRES`, ``action_scale`` a number > 0."""
+    if cfg.action_centre not in ACTION_CENTRES:
+        raise CaliperError(f"{where}: action_centre must be one of {', '.join(ACTION_CENTRES)}, got "
+                           f"{cfg.action_centre!r}")
+    v = cfg.action_scale
+    if isinstance(v, bool) or not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
+        raise CaliperError(f"{where}: action_scale must be a number > 0, got {v!r}")
+
+
+def action_frame(cfg, low, high, home) -> tuple[np.ndarray, np.ndarray]:
+    """(centre, half) (A,) float64 of the normalised action ``u``: the joint target is ``centre +
+    half * u``. ``action_centre`` "limits": the middle of the joint limits ``low``..``high``;
+    "home": the task's start configuration ``home`` (clipped into the limits), so ``u = 0`` holds
+    the arm where every episode starts. ``half``: ``action_scale`` x the limits' half range."""
+    lo, hi = np.asarray(low, np.float64), np.asarray(high, np.float64)
+    home = np.clip(np.asarray(home, np.float64), lo, hi)
+    centre = 0.5 * (hi + lo) if cfg.action_centre == "limits" else home
+    return centre, float(cfg.action_scale) * 0.5 * (hi - lo)
 
 
 class RunningStats(NamedTuple):
@@ -307,6 +334,6 @@ def make_update(cfg: PPOConfig, nets: Nets, feat_idx: np.ndarray):
     return jax.jit(update)
 
 
-__all__ = ["Nets", "PPOConfig", "PPOState", "Rollout", "RunConfig", "RunningStats", "actor_mean", "build",
-           "config_kwargs", "gae", "init_state", "log_prob", "make_optimizer", "make_policy", "make_update",
-           "value"]
+__all__ = ["ACTION_CENTRES", "Nets", "PPOConfig", "PPOState", "Rollout", "RunConfig", "RunningStats",
+           "action_frame", "actor_mean", "build", "check_action_frame", "config_kwargs", "gae", "init_state",
+           "log_prob", "make_optimizer", "make_policy", "make_update", "value"]

@@ -36,7 +36,7 @@ from flax import nnx
 
 from caliper_jax.errors import CaliperError
 from learn.policies.layers import MLP
-from learn.rl.ppo import Rollout, RunConfig, RunningStats, config_kwargs
+from learn.rl.ppo import Rollout, RunConfig, RunningStats, check_action_frame, config_kwargs
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 1.0
 _EPS = 1e-6
@@ -62,9 +62,12 @@ class SACConfig(RunConfig):
     init_log_std: float = -1.0
     actor_hidden: tuple = (64, 64)
     critic_hidden: tuple = (128, 128)
+    action_centre: str = "limits"
+    action_scale: float = 1.0
     seed: int = 0
 
     def __post_init__(self):
+        check_action_frame(self, "sac config")
         for name in ("envs", "rollout", "steps", "buffer", "batch_size", "grad_steps"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:

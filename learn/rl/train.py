@@ -12,6 +12,9 @@ state, same observation statistics).
 
 Output folder ``out``:
 
+- ``best/``: with ``select_episodes``, the checkpoint whose deterministic actor scored the highest
+  success on the validation seed (``learn.protocol``'s ``val`` split) at a segment's end -- the
+  run's result (``RLResult.policy``, ``checkpoint``) is that actor, not the last one;
 - ``step_<update>/``: checkpoints through :func:`learn.checkpoint.save_checkpoint` -- ``params``
   is the deterministic actor as a BC-MLP (SAC's with ``squash``; ``caliper learn
   eval|sweep|profile|autopsy`` load it like any BC policy), ``opt_state`` the whole algorithm
@@ -71,7 +74,7 @@ ALGORITHMS = {
                      {"stats": P.RunningStats, "buffer": S.Buffer}, S.METRICS, True, True),
 }
 ALGOS = tuple(ALGORITHMS)
-_HEAD = ("update", "env_steps", "episodes", "return", "success", "held_success")
+_HEAD = ("update", "env_steps", "episodes", "return", "success", "held_success", "val_success")
 _TAIL = ("collect_s", "update_s", "steps_per_s", "wall_s")
 SCALARS = _HEAD + ALGORITHMS["ppo"].metrics + _TAIL
 
@@ -100,6 +103,7 @@ class RLResult:
     compile_s: float = 0.0
     wall_s: float = 0.0
     policy: object = None          # learn.bundle.TrainedPolicy (deterministic actor)
+    selected: dict | None = None   # {"update", "env_steps", "val_success", "val_seed", "episodes"}
 
     def to_dict(self) -> dict:
         last = self.history[-1] if self.history else {}
@@ -107,7 +111,8 @@ class RLResult:
                 "out": None if self.out is None else str(self.out),
                 "checkpoint": None if self.checkpoint is None else str(self.checkpoint),
                 "updates": self.updates, "env_steps": self.env_steps, "compile_s": round(self.compile_s, 3),
-                "wall_s": round(self.wall_s, 3), "final": {k: last.get(k) for k in ("return", "success")}}
+                "wall_s": round(self.wall_s, 3), "final": {k: last.get(k) for k in ("return", "success")},
+                "selected": self.selected}
 
 
 class Setup:
@@ -124,8 +129,7 @@ class Setup:
                                       (L.nq, 7 * L.nprop), "action", L.nq, L.fps)
         probe = np.arange(env.obs_dim, dtype=np.float64)[None]
         self.feat_idx = np.asarray(env_observation(self.features, L, probe)[0]).astype(np.int64)
-        lo, hi = env.action_low.astype(np.float64), env.action_high.astype(np.float64)
-        self.centre, self.half = 0.5 * (hi + lo), 0.5 * (hi - lo)
+        self.centre, self.half = P.action_frame(cfg, env.action_low, env.action_high, env.task.q0)
         self.algo = algo
         self.nets, self.flat0 = algo.build(cfg, len(self.feat_idx), env.obs_dim, env.action_dim)
         act = algo.make_policy(self.nets, self.feat_idx)
@@ -220,14 +224,15 @@ def plot_curve(history: list, path: Path, title: str) -> Path | None:
     return path
 
 
-def _save(out: Path, setup: Setup, state, cfg, meta: dict, keep: int = 2) -> Path:
+def _save(out: Path, setup: Setup, state, cfg, meta: dict, keep: int = 2,
+          selected: dict | None = None) -> Path:
     from learn.checkpoint import save_run_checkpoint
 
     policy = setup.export(state, cfg)
     return save_run_checkpoint(out, int(state.update), keep=keep, model=policy.model, config=policy.config,
                                train_config=None, features=policy.features, normalizer=policy.normalizer,
                                fingerprint=None, opt_state=jax.device_get(_state_tree(state)),
-                               extra={"rl": meta})
+                               extra={"rl": meta, **({"selected": selected} if selected else {})})
 
 
 def _resume(out: Path, setup: Setup, template, meta: dict) -> tuple:
@@ -252,15 +257,88 @@ def _resume(out: Path, setup: Setup, template, meta: dict) -> tuple:
     return state, rows
 
 
+class Selector:
+    """Model selection on the validation split: at a segment's end the deterministic actor (the
+    mean action; SAC's squashed) plays one episode in each of ``episodes`` worlds of randomisation
+    seed ``seed`` (:func:`learn.rl.collect.first_episodes`: the episodes ``learn.evaluate`` runs
+    for that seed, at the cost of one horizon of ticks); the best success so far (ties: the later,
+    more trained actor) is kept, and written to ``out/best`` when the run has a folder."""
+
+    def __init__(self, episodes: int, seed: int, every: int):
+        from learn.protocol import split_of
+
+        for name, v, hi in (("select_episodes", episodes, 256), ("select_every", every, None)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1 or (hi and v > hi):
+                raise CaliperError(f"{name} must be an integer in 1..{hi or 'inf'}, got {v!r}")
+        if split_of(seed) != "val":
+            raise CaliperError(f"select_seed {seed!r}: model selection must use a val-split seed "
+                               f"[1000, 1000000) (learn.protocol), never a test seed")
+        self.episodes, self.seed, self.every = int(episodes), int(seed), int(every)
+        self.best: dict | None = None
+        self.policy = None
+        self.checkpoint: Path | None = None
+
+    def bind(self, setup: Setup, task, nthread=None) -> None:
+        """Build the validation worlds and the jitted deterministic actor of ``setup``'s run."""
+        from tasks.env import VecEnv
+
+        self.env = VecEnv(task, self.episodes, seed=self.seed, nthread=nthread)
+        idx, nets, squash = jnp.asarray(setup.feat_idx), setup.nets, setup.algo.squash
+        self._centre, self._half = setup.centre, setup.half
+
+        @jax.jit
+        def act(params, stats, obs):
+            feats = (obs[..., idx] - stats.mean[idx]) / stats.std()[idx]
+            mean = P.actor_mean(nets, params, feats)
+            return jnp.tanh(mean) if squash else mean
+
+        self._act = act
+
+    def restore(self, out: Path) -> None:
+        """Take up the best actor of a resumed run's ``out/best``."""
+        from learn.checkpoint import load_checkpoint, read_checkpoint_meta, resolve_checkpoint
+
+        if not (out / "best").is_dir():
+            return
+        try:
+            path = resolve_checkpoint(out / "best")
+        except CaliperError:                     # interrupted before its first selection was sealed
+            return
+        self.best = (read_checkpoint_meta(path).get("extra") or {}).get("selected")
+        self.policy, self.checkpoint = load_checkpoint(path).policy, path
+
+    def __call__(self, state, row: dict, export, save) -> None:
+        """Score ``state``'s actor into ``row["val_success"]``; keep it (``export()`` -> policy,
+        ``save(selected)`` -> checkpoint path or None) when it is the best so far."""
+        from learn.rl.collect import first_episodes
+
+        ok = first_episodes(self.env, lambda obs: self._act(state.params, state.stats, obs),
+                            self._centre, self._half, self.seed)
+        rate = float(ok.mean())
+        row["val_success"] = rate
+        if self.best is None or rate >= self.best["val_success"]:
+            self.best = {"update": row["update"] + 1, "env_steps": row["env_steps"], "val_success": rate,
+                         "val_seed": self.seed, "episodes": self.episodes}
+            self.policy = export()
+            self.checkpoint = save(self.best)
+
+    def close(self) -> None:
+        self.env.close()
+
+
 def train_rl(task, algo: str = "ppo", cfg=None, *, engine: str = "mujoco", out=None,
              resume: bool = False, checkpoint_every: int | None = None, progress=None, nthread=None,
-             stop_success: float | None = None) -> RLResult:
+             stop_success: float | None = None, select_episodes: int = 0, select_seed: int = 1000,
+             select_every: int = 1) -> RLResult:
     """Train ``algo`` (``"ppo"``, ``"sac"``) on ``task`` (zoo name, task file, Task or TaskScene)
     -> :class:`RLResult`. ``cfg``: the algorithm's config (None: its defaults).
     ``out``: the run folder (None: no files); ``resume``: continue from its newest checkpoint;
     ``checkpoint_every``: updates per segment (None: enough ticks for three episodes of the task's
     horizon); ``progress(row)``: called after every update with the scalar row; ``stop_success``: stop at
-    the end of a segment whose episodes succeeded at least this often (None: run every update)."""
+    the end of a segment whose episodes succeeded at least this often (None: run every update);
+    ``select_episodes`` (0: off): keep the best deterministic actor by success on val seed
+    ``select_seed`` over that many episodes, judged every ``select_every`` segments and at the end
+    (:class:`Selector`); the result is that actor."""
     from tasks.env import resolve_task
 
     if algo not in ALGOS:
@@ -286,8 +364,11 @@ def train_rl(task, algo: str = "ppo", cfg=None, *, engine: str = "mujoco", out=N
 
         warnings.warn(f"task {ts.task.name}: no dense reward terms; PPO learns from the 0/1 success flag "
                       "alone", stacklevel=2)
+    selector = Selector(select_episodes, select_seed, select_every) if select_episodes else None
     t_start = time.perf_counter()
     setup = Setup(ts, spec, cfg, engine, nthread)
+    if selector is not None:
+        selector.bind(setup, ts, nthread)
     state = setup.init_state(cfg)
     meta = {"algo": algo, "task": ts.task.name, "engine": engine, "config": cfg.to_dict(),
             "checkpoint_every": checkpoint_every}
@@ -297,6 +378,8 @@ def train_rl(task, algo: str = "ppo", cfg=None, *, engine: str = "mujoco", out=N
         out.mkdir(parents=True, exist_ok=True)
         if resume:
             state, history = _resume(out, setup, state, meta)
+            if selector is not None:
+                selector.restore(out)
     start = int(state.update)
     if start % checkpoint_every:
         raise CaliperError(f"resume at update {start}: not a segment boundary of {checkpoint_every}")
@@ -331,10 +414,18 @@ def train_rl(task, algo: str = "ppo", cfg=None, *, engine: str = "mujoco", out=N
             if row[k] is not None and not np.isfinite(row[k]):
                 raise CaliperError(f"update {u}: {k} is {row[k]} (diverged); lower the lr or check the "
                                    "reward terms")
+        end_of_segment = (u + 1) % checkpoint_every == 0 or u + 1 == cfg.updates
+        if selector is not None and end_of_segment and (
+                ((u + 1) // checkpoint_every) % selector.every == 0 or u + 1 == cfg.updates):
+            def save_best(sel, state=state):
+                if out is None:
+                    return None
+                return _save(out / "best", setup, state, cfg, meta, keep=1, selected=sel)
+
+            selector(state, row, lambda state=state: setup.export(state, cfg), save_best)
         history.append(row)
         if progress is not None:
             progress(row)
-        end_of_segment = (u + 1) % checkpoint_every == 0 or u + 1 == cfg.updates
         if out is not None:
             write_scalars(out, history, scalar_columns(algo))
             if end_of_segment:
@@ -347,9 +438,15 @@ def train_rl(task, algo: str = "ppo", cfg=None, *, engine: str = "mujoco", out=N
         plot_curve(history, out / "curve.png", f"{algo} on {ts.task.name} ({engine})")
     policy = setup.export(state, cfg)
     setup.env.close()
+    selected = None
+    if selector is not None:
+        selector.close()
+    if selector is not None and selector.policy is not None:
+        policy, selected = selector.policy, selector.best
+        ckpt = selector.checkpoint if selector.checkpoint is not None else ckpt
     return RLResult(algo, ts.task.name, engine, cfg.to_dict(), out, ckpt, int(state.update), env_steps,
-                    history, compile_s, time.perf_counter() - t_start, policy)
+                    history, compile_s, time.perf_counter() - t_start, policy, selected)
 
 
-__all__ = ["ALGORITHMS", "ALGOS", "Algorithm", "RLResult", "SCALARS", "plot_curve", "scalar_columns",
-           "segment_seed", "train_rl", "write_scalars"]
+__all__ = ["ALGORITHMS", "ALGOS", "Algorithm", "RLResult", "SCALARS", "Selector", "plot_curve",
+           "scalar_columns", "segment_seed", "train_rl", "write_scalars"]
