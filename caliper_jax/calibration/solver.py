@@ -60,7 +60,8 @@ def gauss_newton_step(J, r, rcond=None):
     return -Vt.T @ (jnp.where(keep, 1.0 / jnp.where(keep, s, 1.0), 0.0) * (U.T @ r))
 
 
-def least_squares(residual, x0, *, max_iters: int = 50, xtol: float = 1e-13, linearize=None) -> LSQResult:
+def least_squares(residual, x0, *, max_iters: int = 50, xtol: float = 1e-13, mu0: float = 1e-3,
+                  rcond=None, linearize=None) -> LSQResult:
     """Levenberg-Marquardt (:func:`caliper_jax.least_squares.levenberg_marquardt`) on ``residual``
     (x (p,) -> r (m,)) from ``x0``, in ``x0``'s dtype.
 
@@ -68,8 +69,9 @@ def least_squares(residual, x0, *, max_iters: int = 50, xtol: float = 1e-13, lin
     first-order one that is cheaper to compile than ``jacfwd`` of the residual; pass it jitted);
     the default is ``jit((residual(x), jax.jacfwd(residual)(x)))``. Stops when a step is below
     ``xtol`` (max norm), the relative cost decrease is below the dtype's eps^2, or after
-    ``max_iters`` accepted steps; singular values below ``RCOND * eps * s_max`` (the dtype's eps)
-    are dropped from every step."""
+    ``max_iters`` accepted steps. The damping starts at ``mu0 s_max^2`` (``s_max``: the largest
+    singular value of J at ``x0``); singular values below ``rcond * s_max`` (default
+    ``RCOND * eps`` of the dtype) are dropped from every step."""
     from caliper_jax.least_squares import levenberg_marquardt
 
     if linearize is None:
@@ -82,10 +84,12 @@ def least_squares(residual, x0, *, max_iters: int = 50, xtol: float = 1e-13, lin
         r, J = np.asarray(r, np.float64), np.asarray(J, np.float64)
         return r, J, (r, J)
 
-    r0, _, _ = evaluate(x0)
-    out = levenberg_marquardt(evaluate, np.asarray(x0, np.float64), iterations=max_iters,
-                              tol_rel=float(jnp.finfo(dtype).eps) ** 2, step_tol=xtol,
-                              rcond=RCOND * float(jnp.finfo(dtype).eps),
+    eps = float(jnp.finfo(dtype).eps)
+    r0, J0, _ = evaluate(x0)
+    s_max = float(np.linalg.norm(J0, 2)) if J0.size else 0.0
+    out = levenberg_marquardt(evaluate, np.asarray(x0, np.float64), iterations=max_iters, tol_rel=eps ** 2,
+                              step_tol=xtol, lam0=max(mu0 * s_max ** 2, np.finfo(np.float64).tiny),
+                              rcond=RCOND * eps if rcond is None else float(rcond),
                               diverged="calibration: non-finite residuals or Jacobian")
     r, J = out.aux
     cast = lambda a: jnp.asarray(a, dtype)
