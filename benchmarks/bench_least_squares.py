@@ -2,7 +2,8 @@
 Jacobians) against optimistix's ``LevenbergMarquardt`` (the maintained JAX library: the whole solve
 one traced program), on the system-identification problems of tests/test_sysid.py.
 
-    python benchmarks/bench_least_squares.py [--iterations 30]
+    python benchmarks/bench_least_squares.py [--iterations 30] [--problems swing,push]
+        [--solvers ours,optimistix]
 
 Problems (float64, planted data, so the truth is known): ``swing`` (two-link arm, no contact:
 damping of both joints and one armature, start 1.4/0.7/1.3 x truth) and ``push`` (a pusher sliding a
@@ -88,12 +89,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--problems", default="swing,push")
+    ap.add_argument("--solvers", default="ours,optimistix", help="comma-separated subset of ours,optimistix")
     a = ap.parse_args()
     head = ("problem", "solver", "param err", "cost", "iters", "compile s", "run s")
     print("{:8} {:12} {:>10} {:>10} {:>6} {:>10} {:>8}".format(*head))
     for name in a.problems.split(","):
         mj, ps, data, chunk, start = problem(name)
-        for label, fn in (("ours", ours), ("optimistix", optimistix)):
+        for label in a.solvers.split(","):
+            fn = {"ours": ours, "optimistix": optimistix}[label]
             v, cost, its, comp, run = fn(mj, ps, data, chunk, start, a.iterations)
             err = float(np.max(np.abs(v - ps.nominal) / ps.nominal))
             row = f"{name:8} {label:12} {err:10.2e} {cost:10.3e} {its:6d} {comp:10.2f} {run:8.2f}"

@@ -225,8 +225,8 @@ def test_planted_contact_parameters_recovered_push(push):
     noise-free (MuJoCo C, which MJX reproduces to ~1e-15 here), so recovery is to solver
     precision (measured: exact to 1e-12, validation RMSE 0.15 -> 2e-15). The loss through contact
     is not smooth (a contact switching on brings its velocity-dependent reference force in at
-    once), so LM can stall on a kink: with 10-step chunks it does from here, and with 4-step
-    chunks from other starts (1.2 / 0.85: 6% / 5% off); docs/sysid.md lists them."""
+    once), so LM can end in a trough beside a cliff: with 10-step chunks it does from here, and
+    with 4-step chunks from other starts (1.2 / 0.85: 6% / 5% off); docs/sysid.md lists them."""
     mj, ps, data, ev = push
     truth = ps.nominal
     res = sysid.identify(mj, data, ps, start=truth * np.array([1.4, 0.7, 1.0]), chunk=PUSH_CHUNK,

@@ -73,11 +73,15 @@ def poses(model: Model, x, qs, frame: int, bodies, coords):
     return jax.vmap(lambda q: chain.frame_pose(m, q.at[c].add(params.offsets) if len(c) else q, frame))(qs)
 
 
-@partial(jax.jit, static_argnames=("frame", "bodies", "coords", "max_iters"))
-def _solve(model, qs, Ts, weights, *, frame, bodies, coords, max_iters):
+@partial(jax.jit, static_argnames=("frame", "bodies", "coords"))
+def _linearize(x, model, qs, Ts, weights, *, frame, bodies, coords):
     w6 = jnp.concatenate([jnp.full(3, weights[0]), jnp.full(3, weights[1])])
-    lin = lambda x: pose_twist_linearization(lambda y: poses(model, y, qs, frame, bodies, coords), x,
-                                             Ts[:, :3, :3], Ts[:, :3, 3], w6)
+    return pose_twist_linearization(lambda y: poses(model, y, qs, frame, bodies, coords), x,
+                                    Ts[:, :3, :3], Ts[:, :3, 3], w6)
+
+
+def _solve(model, qs, Ts, weights, *, frame, bodies, coords, max_iters):
+    lin = lambda x: _linearize(x, model, qs, Ts, weights, frame=frame, bodies=bodies, coords=coords)
     x0 = jnp.zeros(6 * len(bodies) + len(coords), model.dtype)
     out = least_squares(None, x0, max_iters=max_iters, linearize=lin)
     return out, out.residual_initial

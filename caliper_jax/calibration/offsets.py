@@ -120,12 +120,16 @@ class _Solved(NamedTuple):
     converged: jnp.ndarray
 
 
-@partial(jax.jit, static_argnames=("frame", "coords", "max_iters"))
-def _solve_offsets(model, qs, Ts, weights, *, frame, coords, max_iters):
+@partial(jax.jit, static_argnames=("frame", "coords"))
+def _linearize_offsets(d, model, qs, Ts, weights, *, frame, coords):
     c = np.array(coords, dtype=np.int64)
     w6 = jnp.concatenate([jnp.full(3, weights[0]), jnp.full(3, weights[1])])
-    poses = lambda d: jax.vmap(lambda q: chain.frame_pose(model, q.at[c].add(d), frame))(qs)
-    lin = lambda d: pose_twist_linearization(poses, d, Ts[:, :3, :3], Ts[:, :3, 3], w6)
+    poses = lambda y: jax.vmap(lambda q: chain.frame_pose(model, q.at[c].add(y), frame))(qs)
+    return pose_twist_linearization(poses, d, Ts[:, :3, :3], Ts[:, :3, 3], w6)
+
+
+def _solve_offsets(model, qs, Ts, weights, *, frame, coords, max_iters):
+    lin = lambda d: _linearize_offsets(d, model, qs, Ts, weights, frame=frame, coords=coords)
     x0 = jnp.zeros(len(coords), model.dtype)
     out = least_squares(None, x0, max_iters=max_iters, linearize=lin)
     return _Solved(out.x, out.residual_initial, out.residual, out.jacobian, out.iterations, out.converged)

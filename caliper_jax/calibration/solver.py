@@ -1,13 +1,11 @@
-"""A small damped Gauss-Newton (Levenberg-Marquardt) least-squares solver in pure JAX.
+"""Least squares for calibration: the pose-error linearisation, the minimum-norm Gauss-Newton step,
+identifiability, and :func:`least_squares`, which runs the project's one Levenberg-Marquardt
+(:mod:`caliper_jax.least_squares`, host loop) on a jitted residual/Jacobian function.
 
-Minimises 0.5 |r(x)|^2 over a flat parameter vector x, with the exact Jacobian from
-``jax.jacfwd``. Each step is the SVD-filtered damped solution
-dx = -V diag(s / (s^2 + mu s_max^2)) U^T r, singular values below ``rcond * s_max`` dropped, so
-parameters the data cannot see (zero or dependent columns) are left where they started: the
-answer is the minimum-norm correction from x0 (the nominal model) within the identifiable
-subspace. mu shrinks 10x after a step that lowers the cost and grows 10x after one that does not
-(the step is then rejected). Stops when an accepted step is below ``xtol * (1 + |x|)``, the cost
-is exactly 0, or after ``max_iters`` steps. Jittable (``lax.while_loop``).
+Minimises 0.5 |r(x)|^2 over a flat parameter vector x. Each step drops singular values of J
+below ``rcond * s_max``, so parameters the data cannot see (zero or dependent columns) are left
+where they started: the answer is the minimum-norm correction from x0 (the nominal model) within
+the identifiable subspace.
 """
 from __future__ import annotations
 
@@ -15,6 +13,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from caliper_jax.spatial import log6
 
@@ -63,53 +62,40 @@ def gauss_newton_step(J, r, rcond=None):
 
 def least_squares(residual, x0, *, max_iters: int = 50, xtol: float = 1e-13, mu0: float = 1e-3,
                   rcond=None, linearize=None) -> LSQResult:
-    """Levenberg-Marquardt on ``residual`` (x (p,) -> r (m,)) from ``x0``.
+    """Levenberg-Marquardt (:func:`caliper_jax.least_squares.levenberg_marquardt`) on ``residual``
+    (x (p,) -> r (m,)) from ``x0``, in ``x0``'s dtype.
 
-    ``linearize`` (x -> (r, J)), when given, supplies the residual and a Jacobian together
-    (e.g. a first-order one that is cheaper to compile than ``jacfwd`` of the residual); the
-    default is ``(residual(x), jax.jacfwd(residual)(x))``. Either is traced once (the first pass
-    evaluates x0 with a zero step), which halves the compiled program."""
+    ``linearize`` (x -> (r, J)), when given, supplies the residual and a Jacobian together (e.g. a
+    first-order one that is cheaper to compile than ``jacfwd`` of the residual; pass it jitted);
+    the default is ``jit((residual(x), jax.jacfwd(residual)(x)))``. Stops when a step is below
+    ``xtol`` (max norm), the relative cost decrease is below the dtype's eps^2, or after
+    ``max_iters`` accepted steps. The damping starts at ``mu0 s_max^2`` (``s_max``: the largest
+    singular value of J at ``x0``); singular values below ``rcond * s_max`` (default
+    ``RCOND * eps`` of the dtype) are dropped from every step."""
+    from caliper_jax.least_squares import levenberg_marquardt
+
     if linearize is None:
-        linearize = lambda x: (residual(x), jax.jacfwd(residual)(x))
+        linearize = jax.jit(lambda x: (residual(x), jax.jacfwd(residual)(x)))
     x0 = jnp.asarray(x0)
     dtype = x0.dtype
-    eps = jnp.finfo(dtype).eps
-    if rcond is None:
-        rcond = RCOND * eps
-    m = jax.eval_shape(linearize, x0)[0].shape[0]
 
-    def cost_of(r):
-        c = 0.5 * jnp.sum(r * r)
-        return jnp.where(jnp.isfinite(c), c, jnp.inf)
+    def evaluate(x):
+        r, J = linearize(jnp.asarray(x, dtype))
+        r, J = np.asarray(r, np.float64), np.asarray(J, np.float64)
+        return r, J, (r, J)
 
-    def cond(state):
-        it, done = state[5], state[6]
-        return (it <= max_iters) & ~done
-
-    def body(state):
-        x, r, J, c, mu, it, _, r0 = state
-        fresh = it == 0
-        U, s, Vt = jnp.linalg.svd(J, full_matrices=False)
-        s0 = jnp.maximum(s[0], jnp.finfo(dtype).tiny)
-        filt = jnp.where(s > rcond * s0, s / (s * s + mu * s0 * s0), 0.0)
-        dx = jnp.where(fresh, 0.0, -Vt.T @ (filt * (U.T @ r)))
-        x_new = x + dx
-        r_new, J_new = linearize(x_new)
-        c_new = cost_of(r_new)
-        accept = fresh | (c_new < c)
-        x, r, J, c = (jnp.where(accept, a, b) for a, b in ((x_new, x), (r_new, r), (J_new, J), (c_new, c)))
-        mu = jnp.where(accept, jnp.maximum(mu * 0.1, eps * eps), jnp.minimum(mu * 10.0, 1e16))
-        mu = jnp.where(fresh, mu0, mu)
-        small = jnp.linalg.norm(dx) <= xtol * (1.0 + jnp.linalg.norm(x))
-        done = (~fresh & accept & small) | (c <= 0.0) | (~fresh & ~accept & small & (mu > 1e8))
-        return x, r, J, c, mu, it + 1, done, jnp.where(fresh, r_new, r0)
-
-    zeros_r = jnp.zeros(m, dtype)
-    state = (x0, zeros_r, jnp.zeros((m, x0.shape[0]), dtype), jnp.asarray(jnp.inf, dtype),
-             jnp.asarray(mu0, dtype), jnp.zeros((), jnp.int32), jnp.zeros((), bool), zeros_r)
-    x, r, J, c, _, it, done, r0 = jax.lax.while_loop(cond, body, state)
-    return LSQResult(x=x, cost=c, cost_initial=cost_of(r0), iterations=jnp.maximum(it - 1, 0), converged=done,
-                     jacobian=J, residual=r, residual_initial=r0)
+    eps = float(jnp.finfo(dtype).eps)
+    r0, J0, _ = evaluate(x0)
+    s_max = float(np.linalg.norm(J0, 2)) if J0.size else 0.0
+    out = levenberg_marquardt(evaluate, np.asarray(x0, np.float64), iterations=max_iters, tol_rel=eps ** 2,
+                              step_tol=xtol, lam0=max(mu0 * s_max ** 2, np.finfo(np.float64).tiny),
+                              rcond=RCOND * eps if rcond is None else float(rcond),
+                              diverged="calibration: non-finite residuals or Jacobian")
+    r, J = out.aux
+    cast = lambda a: jnp.asarray(a, dtype)
+    return LSQResult(x=cast(out.z), cost=cast(out.cost[-1]), cost_initial=cast(out.cost[0]),
+                     iterations=out.iterations, converged=out.converged, jacobian=cast(J), residual=cast(r),
+                     residual_initial=cast(r0))
 
 
 def pose_twist_linearization(pose_fn, x, R_meas, p_meas, weights):

@@ -240,8 +240,8 @@ def identify(mj, data, params, *, start=None, chunk: int = 25, validation: float
         return r, Jv * (dv * mask)[None], (v, Jv)
 
     fit_out = levenberg_marquardt(evaluate, ps.to_z(v0), iterations=iterations, tol_rel=tol, step_tol=1e-8,
-                                  lam0=1e-2, tries=8, eps=1e-12, diverged="identify: non-finite Jacobian "
-                                  "(the rollout diverged; shorten --chunk)")
+                                  diverged="identify: non-finite Jacobian (the rollout diverged; "
+                                  "shorten --chunk)")
     v, Jv = fit_out.aux
     cost, it, converged = fit_out.cost, fit_out.iterations, fit_out.converged
     feats = feature_names(mj)

@@ -270,8 +270,8 @@ def _lm(ev, z, args, iterations, tol_rel):
         r, J, pos, vel = ev.evaluate(flat.reshape(shape), *args)
         return r, J, (pos, vel)
 
-    out = levenberg_marquardt(evaluate, z, iterations=iterations, tol_rel=tol_rel, step_tol=1e-10, lam0=1e-3,
-                              tries=10, eps=1e-9, diverged="trajopt_contact: non-finite residuals or "
+    out = levenberg_marquardt(evaluate, z, iterations=iterations, tol_rel=tol_rel, step_tol=1e-10,
+                              diverged="trajopt_contact: non-finite residuals or "
                               "Jacobian (the MJX rollout diverged)")
     return out.z.reshape(shape), out.cost, out.iterations, *out.aux
 
