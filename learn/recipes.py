@@ -6,10 +6,10 @@ without reading the CLI's source. ``caliper learn train --policy KIND`` starts f
 ``RECIPES[DEFAULT_RECIPE[KIND]]`` (every ``--config`` / ``--train-config`` / flag overrides a
 field), and ``caliper demo --full`` runs ``RECIPES["demo-full"]``.
 
-The ACT and diffusion recipes are the configurations of ``benchmarks/bench_learn.py``; the BC
-recipes run the network every tick with temporal ensembling (executing 5 chunk actions open loop
-released or mis-placed the cube under the held, 1 s dwell lift-cube predicate: 9/32 -> 30/32 on
-val seed 1000, docs/learn.md). Measured test-seed success, with seeds and machine load, is in
+All of them run the network every tick with temporal ensembling: executing chunk actions open
+loop released or mis-placed the cube under the held, 1 s dwell lift-cube predicate (BC: 9/32 ->
+30/32 on val seed 1000; diffusion with 8 of 16 executed: 1/100 on the test seed, the U-Net run every
+tick: 32/32 on val seed 1000, docs/learn.md). Measured test-seed success, with seeds and machine load, is in
 docs/learn.md.
 """
 from __future__ import annotations
@@ -47,9 +47,11 @@ RECIPES = {r.name: r for r in (
     Recipe("act-lift-cube", ACTConfig(chunk_size=20, n_action_steps=1, temporal_ensemble=0.01),
            TrainConfig(steps=3000, lr=3e-4, warmup=200),
            note="ACT, 20-action chunks, temporal ensembling 0.01 (lerobot's default)"),
-    Recipe("diffusion-lift-cube", DiffusionConfig(n_obs_steps=2, chunk_size=16, n_action_steps=8),
-           TrainConfig(steps=3000, lr=1e-3, ema_decay=0.995),
-           note="DDPM (MLP denoiser), 2 observations, 16-action chunks, 8 executed, EMA 0.995"),
+    Recipe("diffusion-lift-cube", DiffusionConfig(n_obs_steps=2, chunk_size=16, n_action_steps=1,
+                                                  temporal_ensemble=0.01, denoiser="unet"),
+           TrainConfig(steps=6000, lr=1e-3, ema_decay=0.995),
+           note="DDPM (1-D U-Net denoiser), 2 observations, 16-action chunks run every tick with "
+                "temporal ensembling 0.01, EMA 0.995"),
     Recipe("demo-full", BCConfig(chunk_size=10, n_action_steps=1, temporal_ensemble=0.01),
            TrainConfig(steps=6000, eval_every=6000, log_every=100), demos=40,
            note="`caliper demo --full`: the small BC run of the end-to-end demo"),

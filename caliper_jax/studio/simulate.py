@@ -34,13 +34,15 @@ def task_robot(name: str) -> str:
 
 
 def task_for_robot(names, robot: str, current=None):
-    """``current`` when it is a task of ``robot``, else the first of ``names`` that is (else
-    ``current`` or the first name): the task Simulate preselects for the loaded robot."""
+    """``current`` when it is a task of ``robot``, else the robot's lift-cube task, else the first
+    of ``names`` that is one of its tasks (else ``current`` or the first name): the task Simulate
+    preselects for the loaded robot."""
     if current in names and task_robot(current) == robot:
         return current
-    for n in names:
-        if task_robot(n) == robot:
-            return n
+    own = [n for n in names if task_robot(n) == robot]
+    lifts = [n for n in own if n.endswith("lift-cube")]
+    if lifts or own:
+        return (lifts or own)[0]
     return current if current in names else names[0]
 
 
