@@ -66,8 +66,10 @@ def test_reach_expert_puts_the_gripper_point_on_the_goal(reach):
 
 def test_push_expert_pushes_without_lifting():
     """One randomised episode of so101-push-cube: it succeeds, the cube ends inside the goal zone and
-    never rose more than 3 mm above its start (pushed, not carried). Planted bug caught: a push
-    line that ignores the pusher's offset from the grasp point (push_center) misses the cube."""
+    never rose more than 3 mm above its start (pushed, not carried). Planted bug caught: the pick
+    expert on this task (``"expert": "pick"``) carries the cube in, 6.9 cm up, and the predicate
+    alone (as panda-push-cube's) passes it. (A push line without the pusher's offset from the grasp
+    point, push_center 0, still succeeds: the re-aims correct it.)"""
     from tasks.arm_expert import ArmExpert
     from tasks.demo import run_episodes
     from tasks.env import VecEnv
