@@ -26,7 +26,8 @@ import numpy as np
 TARGETS = {"lift-cube": 0.95, "place-cube": 0.95, "hold-cube-high": 0.80, "sort-blocks": 0.80,
            "precise-place": 0.80, "panda-lift-cube": 0.95, "panda-pick-place": 0.95,
            "panda-push-cube": 0.95, "so101-lift-cube": 0.90, "so101-pick-place": 0.90,
-           "panda-stack": 0.90, "panda-insert-peg": 0.80}
+           "panda-stack": 0.90, "panda-insert-peg": 0.80, "so101-reach": 0.90, "so101-push-cube": 0.90,
+           "panda-reach": 1.00}
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:

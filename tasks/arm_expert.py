@@ -28,13 +28,25 @@ is put over the zone's centre.
 A push task (``"expert": "push"`` in the task file) runs instead, gripper closed:
 
     approach   IK above the pre-push point: behind the prop on the line from its centre to the
-               zone's centre, the closed pads' flat face towards the prop
+               zone's centre, the closed gripper's pushing face (the profile's push_yaw,
+               push_center, push_half: the Panda's pads' x face, the SO-101's jaws' y faces side by
+               side) towards the prop
     lower      down to the prop's centre height
     push       re-observe the prop and push its centre to the zone's centre along that line (IK at
                PUSH_POINTS points of the straight line, one quintic time law over them)
     retreat    back off PUSH_BACK_M and up; then, if the prop's centre (observed now) is more than
                PUSH_TOL_M from the zone's centre, push again from behind it (approach, lower, push,
                retreat), at most PUSH_TRIES strokes in all; then hold
+
+A reach task (a ``reached`` success: the gripper point -- the jaw box centre -- on a goal above a
+marker prop) runs instead, the gripper held at its start opening:
+
+    approach   observe the marker, IK putting the gripper point on the goal (the hand pointing
+               down, yawed as for a grasp; on a 5-dof arm orientation is traded for position)
+    settle     hold REACH_SETTLE_S
+    correct    re-observe the marker (re-solve when it moved) and the joints; move to the goal
+               configuration plus the servos' steady error (the measured gripper point, by FK,
+               more than REACH_TOL_M off the goal: gravity sag on an arm without gravcomp); hold
 
 Every move is one minimum-jerk (quintic) joint-space segment, rest to rest, timed so that no joint
 exceeds SPEED of its velocity limit (a quintic's peak speed is 15/8 of its mean). IK is the
@@ -55,7 +67,6 @@ RELEASE_S = 0.4
 STOP_TICKS = 4         # ticks of an unchanged finger opening that end the close phase
 STOP_EPS = 2e-4        # (m or rad) "unchanged"
 MAX_CLOSE_S = 1.0
-PAD_HALF_X = 0.00875   # (m) half width of the Panda's closed pads along the hand x axis (pushing face)
 PUSH_GAP_M = 0.02      # pre-push clearance between the pads and the prop
 PUSH_POINTS = 8
 IK_ROT_FALLBACK = (0.1, 0.01)  # rotation weights of the IK retries when the exact pose is out of reach
@@ -63,6 +74,11 @@ IK_POS_TOL = 1e-3      # (m) position error a retry may leave
 PUSH_BACK_M = 0.03
 PUSH_TOL_M = 0.015     # a pushed prop this far (or more) from the zone centre gets another stroke
 PUSH_TRIES = 3         # strokes per episode at most
+PUSH_SEGMENTS = 10     # re-aims per stroke at most (a profile with push_segment)
+REAIM_GAP_M = 0.005    # (m) pusher-to-prop clearance after a re-aim
+REACH_SETTLE_S = 0.2   # (s) reach: hold after the approach before the correction
+REACH_TOL_M = 0.002    # (m) reach: a measured gripper point this far from the goal gets a correction
+REACH_MOVED_M = 0.002  # (m) reach: a marker that moved this far since the approach gets a new IK
 
 
 def _min_jerk(qa, qb, vmax, fps: int, scale: float) -> np.ndarray:
@@ -101,7 +117,10 @@ def _fold(angle) -> float:
 def _leaf_of(pred):
     """(scored prop, zone or None, the prop it is stacked on or None) of a lift, place or stack
     predicate (the first leaf that names a prop)."""
-    from tasks.schema import AllOf, AnyOf, PlacedInZone, Stacked
+    from tasks.schema import AllOf, AnyOf, PlacedInZone, Reached, Stacked
+
+    if isinstance(pred, Reached):
+        return pred.prop, None, None
 
     if isinstance(pred, (AllOf, AnyOf)):
         return _leaf_of(pred.terms[0])
@@ -131,6 +150,10 @@ class ArmExpert:
         self.half = np.asarray(ts.task.props[self.prop].size, np.float64)
         skill = getattr(ts.task, "expert", None)
         self.push, self.insert = skill == "push", skill == "insert"
+        from tasks.schema import Reached
+
+        self.reach = isinstance(ts.task.success, Reached)
+        self.above = float(getattr(ts.task.success, "above", 0.0))
         if (self.push or self.insert) and self.zone is None:
             raise CaliperError(f"task {ts.name}: a {skill} expert needs a zone in the success predicate")
         self.ground = 0.0 if ts.task.ground is None else float(ts.task.ground)
@@ -144,9 +167,13 @@ class ArmExpert:
         self.closed = ts.gripper.closed
         self.pre_m, self.lift_m, self.carry_z = prof.pre_m, prof.lift_m, prof.carry_z
         self.offset = np.asarray(prof.grasp_offset, np.float64)
+        self.push_offset = self.offset + np.asarray(prof.push_center, np.float64)   # TCP frame
         frame = list(model.frame_names).index(self.profile.tcp)
         self._fk = jax.jit(lambda q: frame_pose(model, q, frame))
         self._jnp = jnp
+        if self.reach:      # the gripper point in the TCP frame at the start opening (held all along)
+            self.hold_q = float(np.asarray(ts.q0, np.float64)[self.finger])
+            self.grip_offset = self._grip_offset(np.asarray(ts.q0, np.float64))
         W = env.num_envs
         self.phase = ["start"] * W
         self.rows: list = [None] * W
@@ -155,6 +182,9 @@ class ArmExpert:
         self.still = np.zeros(W, np.int64)
         self.last_open = np.zeros(W)
         self.strokes = np.zeros(W, np.int64)
+        self.goal_of = np.zeros((W, 3))
+        self.segs = np.zeros(W, np.int64)         # push: segments of this stroke
+        self._dir = np.zeros((W, 3))              # push: the line being pushed along
         self.failed_plans: list[tuple[int, int, str]] = []
 
     # ---- kinematics ----------------------------------------------------------------------------
@@ -165,6 +195,21 @@ class ArmExpert:
         T[:3, 3] += T[:3, :3] @ self.offset
         return T
 
+    def _point(self, q, offset) -> np.ndarray:
+        """(3,) world position of the point at ``offset`` (3,) in the TCP frame at q (nq,)."""
+        T = np.asarray(self._fk(self._jnp.asarray(q, self.model.dtype)), np.float64)
+        return T[:3, 3] + T[:3, :3] @ offset
+
+    def _grip_offset(self, q) -> np.ndarray:
+        """(3,) the gripper point (the jaw box centre, :func:`tasks.witness.grip_of`) in the TCP frame
+        at q (nq,): constant while the gripper joint keeps its value."""
+        from tasks.witness import _Kin, grip_of
+
+        kin = _Kin(self.ts)
+        kin.set(q)
+        T = np.asarray(self._fk(self._jnp.asarray(q, self.model.dtype)), np.float64)
+        return T[:3, :3].T @ (grip_of(self.ts, kin.d) - T[:3, 3])
+
     def _target(self, p, yaw) -> np.ndarray:
         """TCP pose at p (3,): approach axis down (world -z), fingers closing along the prop's yaw."""
         c, s = np.cos(yaw), np.sin(yaw)
@@ -173,12 +218,13 @@ class ArmExpert:
         T[:3, 3] = p
         return T
 
-    def _ik(self, p, yaw, seed) -> np.ndarray:
-        """(nq,) joints putting the grasp point at p with the gripper yaw, seeded at ``seed``."""
+    def _ik(self, p, yaw, seed, offset=None) -> np.ndarray:
+        """(nq,) joints putting the grasp point (or the point at ``offset`` (3,) in the TCP frame)
+        at p with the gripper yaw, seeded at ``seed``."""
         from caliper_jax.ik import ik
 
         T = self._target(p, yaw)
-        T[:3, 3] -= T[:3, :3] @ self.offset                   # the TCP frame's pose
+        T[:3, 3] -= T[:3, :3] @ (self.offset if offset is None else offset)   # the TCP frame's pose
         kw = dict(frame=self.profile.tcp, seed_q=seed[None], locked=(self.ts.model.joint_names[self.finger],),
                   key=0)
         sol = ik(self.model, T[None], **kw)
@@ -251,6 +297,8 @@ class ArmExpert:
         try:
             if self.push:
                 return self._advance_push(w, q, pos, phase)
+            if self.reach:
+                return self._advance_reach(w, q, pos, quat, phase)
             if phase == "start":
                 self.yaw[w] = self._prop_yaw(quat, pos)
                 q[self.finger] = self.open
@@ -317,19 +365,63 @@ class ArmExpert:
             return self._plan(w, "hold", q)
         return self._plan(w, "hold", self.rows[w][-1])
 
+    def _reach_ik(self, w: int, goal, seed) -> np.ndarray:
+        """(nq,) joints putting the gripper point on ``goal`` (3,), the hand down at world ``w``'s yaw,
+        or turned by pi when that fails (the gripper point is off the TCP's axis, so the turn moves
+        the wrist: near the base only one of the two fits); the gripper at its start opening."""
+        seed = seed.copy()
+        seed[self.finger] = self.hold_q
+        try:
+            qg = self._ik(goal, self.yaw[w], seed, self.grip_offset)
+        except CaliperError:
+            self.yaw[w] = (self.yaw[w] + np.pi + np.pi) % (2 * np.pi) - np.pi
+            qg = self._ik(goal, self.yaw[w], seed, self.grip_offset)
+        qg[self.finger] = self.hold_q
+        return qg
+
+    def _advance_reach(self, w: int, q, pos, quat, phase) -> bool:
+        """The reach phases (module docstring): the gripper point onto the goal above the marker."""
+        goal = pos + [0.0, 0.0, self.above]
+        if phase == "start":
+            self.yaw[w] = self._prop_yaw(quat, pos)
+            q = q.copy()
+            q[self.finger] = self.hold_q
+            qg = self._reach_ik(w, goal, q)
+            self.goal_of[w] = goal
+            return self._plan(w, "approach", _min_jerk(q, qg, self.vmax, self.fps, SPEED))
+        if phase == "approach":
+            row = self.rows[w][-1]
+            return self._plan(w, "settle", np.repeat(row[None], max(1, round(REACH_SETTLE_S * self.fps)), 0))
+        if phase == "settle":
+            cur = self.rows[w][-1]
+            qg = cur
+            if np.linalg.norm(goal - self.goal_of[w]) > REACH_MOVED_M:     # the marker was knocked
+                qg = self._reach_ik(w, goal, cur)
+                self.goal_of[w] = goal
+            grip = self._point(q, self.grip_offset)                # measured, by FK
+            if np.linalg.norm(grip - goal) <= REACH_TOL_M and qg is cur:
+                return self._plan(w, "hold", cur)
+            arm = np.arange(len(cur)) != self.finger
+            target = qg.copy()
+            target[arm] += (cur - q)[arm]                      # the servos' steady error, added back
+            return self._plan(w, "correct", _min_jerk(cur, target, self.vmax, self.fps, SLOW))
+        return self._plan(w, "hold", self.rows[w][-1])
+
     def _push_line(self, pos):
-        """(unit push direction (3,), yaw of the hand, start TCP (3,), end TCP (3,)) for a prop at pos."""
+        """(unit push direction (3,), yaw of the hand, start (3,), end (3,)) for a prop at pos: the
+        start and end of the pushing face's centre (the profile's push_center, :attr:`push_offset`)."""
+        prof = self.profile
         c = np.asarray(self.zone.center, np.float64)
         d = np.array([c[0] - pos[0], c[1] - pos[1], 0.0])
         d /= max(np.linalg.norm(d), 1e-9)
-        yaw = float(np.arctan2(d[1], d[0]))
-        yaw = (yaw + np.pi / 2) % np.pi - np.pi / 2            # the pads are symmetric: hand x = +-d
-        back = float(abs(d[:2]) @ self.half[:2]) + PAD_HALF_X   # prop centre to its face, plus the pad
+        yaw = float(np.arctan2(d[1], d[0])) + prof.push_yaw
+        if prof.push_symmetric:                                # the hand turned by pi pushes too
+            yaw = (yaw + np.pi / 2) % np.pi - np.pi / 2
+        back = float(abs(d[:2]) @ self.half[:2]) + prof.push_half   # prop centre to its face, plus the pusher
         z = pos[2]
         start = np.array([pos[0], pos[1], z]) - d * (back + PUSH_GAP_M)
         end = np.array([c[0], c[1], z]) - d * back
         return d, yaw, start, end
-
 
     def _advance_push(self, w: int, q, pos, phase) -> bool:
         q = q.copy()
@@ -339,30 +431,50 @@ class ArmExpert:
             phase = "start"                                    # off centre: another stroke from behind
         if phase == "start":
             self.strokes[w] += 1
+            self.segs[w] = 0
             _, self.yaw[w], start, _ = self._push_line(pos)
-            goal = self._ik(start + [0, 0, self.pre_m], self.yaw[w], q)
+            goal = self._ik(start + [0, 0, self.pre_m], self.yaw[w], q, self.push_offset)
             goal[self.finger] = self.closed
             return self._plan(w, "approach", _min_jerk(q, goal, self.vmax, self.fps, SPEED))
         if phase == "approach":
-            _, self.yaw[w], start, _ = self._push_line(pos)
+            self._dir[w], self.yaw[w], start, _ = self._push_line(pos)
             cur = self.rows[w][-1]
-            goal = self._ik(start, self.yaw[w], cur)
+            goal = self._ik(start, self.yaw[w], cur, self.push_offset)
             goal[self.finger] = self.closed
             return self._plan(w, "lower", _min_jerk(cur, goal, self.vmax, self.fps, SLOW))
         if phase == "lower":
             _, _, _, end = self._push_line(pos)
             cur = self.rows[w][-1]
-            tcp = self.tcp(cur)[:3, 3]
+            tcp = self._point(cur, self.push_offset)
+            seg, left = self.profile.push_segment, float(np.linalg.norm(end - tcp))
+            if seg is not None and left > seg:                 # a segment, then re-aim
+                end = tcp + (end - tcp) * (seg / left)
             pts, seed = [cur], cur
             for s in np.linspace(0.0, 1.0, PUSH_POINTS + 1)[1:]:
-                seed = self._ik(tcp + s * (end - tcp), self.yaw[w], seed)
+                seed = self._ik(tcp + s * (end - tcp), self.yaw[w], seed, self.push_offset)
                 seed[self.finger] = self.closed
                 pts.append(seed)
             return self._plan(w, "push", _along(np.array(pts), self.fps, self.vmax, SLOW))
+        if phase == "push" and self.profile.push_segment is not None and self.segs[w] < PUSH_SEGMENTS \
+                and np.hypot(*(pos[:2] - c[:2])) > PUSH_TOL_M:
+            # re-aim at the table: back off along the last line, then behind the prop observed now
+            self.segs[w] += 1
+            cur = self.rows[w][-1]
+            old = self._point(cur, self.push_offset)
+            d_old = self._dir[w]
+            back = self._ik(old - d_old * PUSH_GAP_M, self.yaw[w], cur, self.push_offset)
+            d, self.yaw[w], start, _ = self._push_line(pos)
+            self._dir[w] = d
+            goal = self._ik(start + d * (PUSH_GAP_M - REAIM_GAP_M), self.yaw[w], back, self.push_offset)
+            back[self.finger] = goal[self.finger] = self.closed
+            rows = np.concatenate([_min_jerk(cur, back, self.vmax, self.fps, SLOW),
+                                   _min_jerk(back, goal, self.vmax, self.fps, SLOW)])
+            return self._plan(w, "lower", rows)
         if phase == "push":
             d, _, _, _ = self._push_line(pos)
             cur = self.rows[w][-1]
-            goal = self._ik(self.tcp(cur)[:3, 3] - d * PUSH_BACK_M + [0, 0, RETREAT_M], self.yaw[w], cur)
+            back = self._point(cur, self.push_offset) - d * PUSH_BACK_M + [0, 0, RETREAT_M]
+            goal = self._ik(back, self.yaw[w], cur, self.push_offset)
             goal[self.finger] = self.closed
             return self._plan(w, "retreat", _min_jerk(cur, goal, self.vmax, self.fps, SPEED))
         return self._plan(w, "hold", self.rows[w][-1])

@@ -86,6 +86,16 @@ class ArmProfile:
     close_s: float = 0.0         # (s) expert: the gripper target ramps to closed over this time (0: a step)
     yaw_from_base: bool = False  # expert: fold the hand's yaw about the base->prop bearing + pi (a 5-dof
                                  # arm turns its hand about z with the pan joint), not about 0
+    # A push (the gripper closed): the hand yaw relative to the push bearing (0: the hand's x axis
+    # along the push), the pushing face's centre in the TCP frame relative to the grasp point, that
+    # centre's distance to the face along the push (m), and whether the hand turned by pi pushes
+    # the same way (two symmetric pads)
+    push_yaw: float = 0.0
+    push_center: tuple = (0.0, 0.0, 0.0)
+    push_half: float = 0.00875   # the Panda's closed pads: half their width along the hand x axis
+    push_symmetric: bool = True
+    push_segment: float | None = None   # (m) push in strokes this long, re-aimed from the prop observed
+                                        # after each (None: one stroke to the end)
 
 
 PROFILES = {
@@ -108,7 +118,12 @@ PROFILES = {
         home=(0.0, -1.0, 0.6, 1.4, 0.0, 0.6),
         reach=0.40, base=(0.0388, 0.0, 0.0624), base_radius=0.06, max_opening=0.05,
         grasp_offset=(-0.0139, 0.0, -0.0061), open_q=0.6, pre_m=0.06, lift_m=0.08, carry_z=0.09,
-        vmax=3.0, close_s=0.4, yaw_from_base=True),
+        vmax=3.0, close_s=0.4, yaw_from_base=True,
+        # the closed jaws side by side push with their +y faces (7.5 / 7.7 mm): the moving pad spans x
+        # -10 .. 6 mm and the fixed one 16 .. 26 mm of the grasp point, so a 2.5 cm cube centred at
+        # x = 8 mm touches both (measured at the closed limit, -0.136 rad); 3 mm lower than a grasp
+        push_yaw=np.pi / 2, push_center=(0.008, 0.0, -0.003), push_half=0.0075, push_symmetric=False,
+        push_segment=0.03),
 }
 
 

@@ -97,7 +97,7 @@ def test_arm_zoo_is_listed_and_found():
     names = zoo_names(arms=True)
     assert names[:5] == zoo_names()
     assert {"panda-lift-cube", "panda-pick-place", "panda-push-cube", "so101-lift-cube",
-            "so101-pick-place"} <= set(names)
+            "so101-pick-place", "so101-reach", "so101-push-cube"} <= set(names)
     assert load_task(find_task("panda-push-cube")).expert == "push"
     for name in names[5:]:
         task = load_task(find_task(name))
@@ -140,7 +140,8 @@ def _wilson(k, n, z=1.959963984540054):
 @pytest.mark.parametrize("name, need", [("panda-lift-cube", 95), ("panda-pick-place", 95),
                                         ("panda-push-cube", 95), ("so101-lift-cube", 90),
                                         ("so101-pick-place", 90), ("panda-stack", 90),
-                                        ("panda-insert-peg", 80)])
+                                        ("panda-insert-peg", 80), ("so101-reach", 90),
+                                        ("so101-push-cube", 90)])
 def test_expert_success_rate(name, need):
     eps, _ = _expert_run(name, 4, 100)
     k = sum(ep.success for ep in eps)

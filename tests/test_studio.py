@@ -383,6 +383,30 @@ def test_close_gripper_then_slider_edit_keeps_the_prop_held(app):
         app.simulate.stop()
 
 
+def test_task_fixtures_are_drawn_at_their_pose_and_cleared(app):
+    """A task's scene.fixtures (panda-insert-peg's hole walls) are drawn as boxes at their world
+    pose, size and colour next to its props and zones, and clearing the Simulate scene removes
+    them (without the fixtures the browser shows a peg going into a hole that is not there)."""
+    from caliper_jax.studio.simulate import draw_task_objects
+    from tasks.schema import find_task, load_task
+
+    task = load_task(find_task("panda-insert-peg"))
+    assert len(task.fixtures) == 4
+    props, statics = draw_task_objects(app.server.scene, task, "/fixture_test")
+    assert set(props) == {p.name for p in task.props}
+    drawn = {h.name: h for h in statics}
+    assert len(statics) == len(task.zones) + len(task.fixtures)
+    for f in task.fixtures:
+        h = drawn[f"/fixture_test/fixtures/{f.name}"]
+        assert np.asarray(h.position) == pytest.approx(f.pos)
+        assert np.asarray(h.wxyz) == pytest.approx(f.quat)
+        assert np.asarray(h.dimensions) == pytest.approx(2.0 * np.asarray(f.size))
+        assert tuple(h.color) == tuple(int(255 * c) for c in f.rgba[:3])
+    app.simulate._props, app.simulate._statics = props, statics
+    app.simulate.clear_scene()
+    assert all(h._impl.removed for h in statics) and app.simulate._statics == []
+
+
 def test_simulate_offers_every_zoo_task_and_runs_the_task_robot(app):
     """Panda tasks are listed; starting a task of another robot loads that robot, the Robot box
     names it, and the old robot's and the old session's scene nodes are removed."""
@@ -400,10 +424,10 @@ def test_simulate_offers_every_zoo_task_and_runs_the_task_robot(app):
     try:
         assert app.drawing is old_robot and all(h._impl.removed for h in old_props)
         assert set(app.simulate._props) == set(app.simulate.session.prop_names)
-        assert len(app.simulate._zones) == len(app.simulate.session.task.zones) >= 1
+        assert len(app.simulate._statics) == len(app.simulate.session.task.zones) >= 1
     finally:
         app.simulate.stop()
-    zones = list(app.simulate._zones)
+    zones = list(app.simulate._statics)
     app.load_robot("pendulum2")  # another robot: the session's props and zones go
     try:
         assert all(h._impl.removed for h in zones) and app.simulate._props == {}

@@ -45,7 +45,7 @@ class DataPanel:
         self._syncing = False
         self._states = None  # (episode, its observation.state rows) for replay
         self._env = None  # (episode, its observation.environment_state rows)
-        self.props, self._zones, self._objects_of, self.prop_poses = {}, [], None, None
+        self.props, self._statics, self._objects_of, self.prop_poses = {}, [], None, None
         from caliper_jax.studio.motion import Player
 
         self.player = Player(self._seek)
@@ -203,9 +203,9 @@ class DataPanel:
         label = (reader.episode_meta(self.episode).get("tasks") or [None])[0]
         if self._objects_of == (self.episode, label):
             return
-        for h in list(self.props.values()) + self._zones:
+        for h in list(self.props.values()) + self._statics:
             h.remove()
-        self.props, self._zones, self._objects_of = {}, [], (self.episode, label)
+        self.props, self._statics, self._objects_of = {}, [], (self.episode, label)
         names = reader.features.get(ENV_KEY, {}).get("names")
         if not label or not isinstance(names, list):
             return
@@ -218,7 +218,7 @@ class DataPanel:
             return  # not a zoo task: the state still replays, without props
         if [f"{p.name}.x" for p in task.props] != names[::7]:
             return
-        self.props, self._zones = draw_task_objects(self.app.server.scene, task, "/data")
+        self.props, self._statics = draw_task_objects(self.app.server.scene, task, "/data")
 
     def _replay_props(self) -> None:
         if not self.props:

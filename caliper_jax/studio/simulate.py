@@ -47,9 +47,10 @@ def task_for_robot(names, robot: str, current=None):
 
 
 def draw_task_objects(scene, task, root: str) -> tuple[dict, list]:
-    """Draw ``task``'s props (their shape, size and colour; posed later) and zones under
-    ``root``; returns ({prop name: handle}, [zone handles])."""
-    props, zones = {}, []
+    """Draw ``task``'s props (their shape, size and colour; posed later), its zones (translucent)
+    and its fixtures (static boxes at their world pose and colour) under ``root``; returns
+    ({prop name: handle}, [zone handles, then fixture handles])."""
+    props, statics = {}, []
     for p in task.props:
         color = tuple(int(255 * c) for c in p.rgba[:3])
         name = f"{root}/props/{p.name}"
@@ -62,10 +63,15 @@ def draw_task_objects(scene, task, root: str) -> tuple[dict, list]:
                 name, radius=float(p.size[0]), height=2.0 * float(p.size[1]), color=color
             )
     for z in task.zones:
-        zones.append(scene.add_box(f"{root}/zones/{z.name}", color=(60, 200, 100),
-                                   dimensions=tuple(2.0 * np.asarray(z.half)),
-                                   position=np.asarray(z.center), opacity=0.3))
-    return props, zones
+        statics.append(scene.add_box(f"{root}/zones/{z.name}", color=(60, 200, 100),
+                                     dimensions=tuple(2.0 * np.asarray(z.half)),
+                                     position=np.asarray(z.center), opacity=0.3))
+    for f in getattr(task, "fixtures", ()):
+        color = tuple(int(255 * c) for c in f.rgba[:3])
+        statics.append(scene.add_box(f"{root}/fixtures/{f.name}", color=color,
+                                     dimensions=tuple(2.0 * np.asarray(f.size)), position=np.asarray(f.pos),
+                                     wxyz=np.asarray(f.quat)))
+    return props, statics
 
 
 class SimulatePanel:
@@ -78,7 +84,7 @@ class SimulatePanel:
         self._viewer = None
         self._viewer_stop = threading.Event()
         self._props = {}
-        self._zones = []
+        self._statics = []
         gui = app.server.gui
         names = zoo_names()
         self.names = names
@@ -209,14 +215,14 @@ class SimulatePanel:
 
     # ---- viewer ---------------------------------------------------------------------------------------
     def clear_scene(self) -> None:
-        """Remove the drawn props and zones (of a finished or replaced session)."""
-        for h in list(self._props.values()) + self._zones:
+        """Remove the drawn props, zones and fixtures (of a finished or replaced session)."""
+        for h in list(self._props.values()) + self._statics:
             h.remove()
-        self._props, self._zones = {}, []
+        self._props, self._statics = {}, []
 
     def _draw_props(self) -> None:
         self.clear_scene()
-        self._props, self._zones = draw_task_objects(self.app.server.scene, self.session.task, "/sim")
+        self._props, self._statics = draw_task_objects(self.app.server.scene, self.session.task, "/sim")
 
     def view(self) -> dict | None:
         """Draw the session's current snapshot once; returns it."""
