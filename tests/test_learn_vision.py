@@ -301,3 +301,28 @@ def test_profile_and_autopsy_render_the_policy_cameras(seeing_data):
     r = autopsy(policy, seeing_data[0], task=task, episodes=1, profile_ticks=4, probes=8)
     assert set(r.findings) == {"D", "P", "E", "L"} and r.skipped == {}
     assert r.summaries["E"]["episodes"] == 1 and r.latency.ticks == 4
+
+
+def test_resnet_trunk_norms():
+    """Planted bugs caught: the frozen norm's scale/bias trained (they would be nnx.Params), the
+    affine norm computing statistics (it would differ from the identity at init), vision_norm not
+    reaching the trunk (every choice would be GroupNorm)."""
+    from learn.policies.vision import ChannelAffine, ImageEncoder, ResNet18
+
+    x = jax.random.uniform(jax.random.PRNGKey(0), (2, 32, 32, 3))
+    nets = {n: ResNet18(8, rngs=nnx.Rngs(0), norm=n) for n in ("group", "affine", "frozen")}
+    params = {n: sum(int(v.size) for v in jax.tree_util.tree_leaves(nnx.state(m, nnx.Param)))
+              for n, m in nets.items()}
+    norm_channels = 8 + 2 * (8 + 8) + 2 * (16 + 16) + 16 + 2 * (32 + 32) + 32 + 2 * (64 + 64) + 64
+    assert params["group"] == params["affine"] == params["frozen"] + 2 * norm_channels
+    out = {n: np.asarray(m(x)) for n, m in nets.items()}
+    np.testing.assert_array_equal(out["affine"], out["frozen"])        # both the identity at init
+    assert not np.allclose(out["group"], out["affine"])
+
+    graphdef, p, rest = nnx.split(nets["affine"], nnx.Param, ...)
+    grads = jax.grad(lambda p: jnp.mean(nnx.merge(graphdef, p, rest)(x) ** 2))(p)
+    assert float(jnp.abs(grads["stem_norm"]["scale"][...]).max()) > 0     # the affine one learns
+    enc = ImageEncoder(ACTConfig(vision_backbone="resnet18", vision_width=8, vision_norm="frozen"),
+                       (1, 32, 32), rngs=nnx.Rngs(0), vectors=False)
+    assert isinstance(enc.backbone.stem_norm, ChannelAffine) and not isinstance(
+        enc.backbone.stem_norm.scale, nnx.Param)
