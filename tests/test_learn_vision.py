@@ -326,3 +326,20 @@ def test_resnet_trunk_norms():
                        (1, 32, 32), rngs=nnx.Rngs(0), vectors=False)
     assert isinstance(enc.backbone.stem_norm, ChannelAffine) and not isinstance(
         enc.backbone.stem_norm.scale, nnx.Param)
+
+
+def test_stem_pool_equals_reduce_window():
+    """Planted bugs caught: an off-by-one in the SAME padding or the slice strides of the sliced max
+    pool (values or gradients would differ from reduce_window's on even and odd sizes)."""
+    from learn.policies.vision import max_pool_3x3_s2
+
+    def ref(x):
+        return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+
+    for shape in ((2, 12, 12, 3), (2, 11, 8, 3), (1, 5, 7, 2)):
+        x = jax.random.normal(jax.random.PRNGKey(sum(shape)), shape)   # no ties: the gradients agree
+        np.testing.assert_array_equal(np.asarray(max_pool_3x3_s2(x)), np.asarray(ref(x)))
+        w = jax.random.normal(jax.random.PRNGKey(1), ref(x).shape)
+        ga = jax.grad(lambda x, w=w: jnp.sum(max_pool_3x3_s2(x) * w))(x)
+        gb = jax.grad(lambda x, w=w: jnp.sum(ref(x) * w))(x)
+        np.testing.assert_array_equal(np.asarray(ga), np.asarray(gb))

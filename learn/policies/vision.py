@@ -80,6 +80,25 @@ def sincos_2d(h: int, w: int, dim: int, temperature: float = 10000.0) -> np.ndar
     return out.astype(np.float32)
 
 
+def max_pool_3x3_s2(x):
+    """3x3 max pool, stride 2, SAME padding over (M, H, W, C) -> (M, ceil(H/2), ceil(W/2), C): the
+    values of ``reduce_window`` (ResNet's stem pool), as the maximum of 9 strided slices, whose
+    gradient is a few fused selects instead of XLA's select-and-scatter (4x faster fwd+bwd on the CPU
+    at 64 x 48x48x64; the same gradient but at exact ties, which after the ReLU are zeros whose
+    gradient the ReLU stops anyway)."""
+    _, h, w, _ = x.shape
+    oh, ow = -(-h // 2), -(-w // 2)
+    ph, pw = max(2 * oh + 1 - h, 0), max(2 * ow + 1 - w, 0)
+    xp = jnp.pad(x, ((0, 0), (ph // 2, ph - ph // 2), (pw // 2, pw - pw // 2), (0, 0)),
+                 constant_values=-jnp.inf)
+    out = xp[:, :2 * oh - 1:2, :2 * ow - 1:2]
+    for i in range(3):                  # unrolled at trace time: 8 fused maxima
+        for j in range(3):
+            if i or j:
+                out = jnp.maximum(out, xp[:, i:i + 2 * oh - 1:2, j:j + 2 * ow - 1:2])
+    return out
+
+
 class ConvBackbone(nnx.Module):
     """Small conv net (module doc): (..., H, W, 3) -> (..., ceil(H/8), ceil(W/8), 2w)."""
 
@@ -163,7 +182,7 @@ class ResNet18(nnx.Module):
     def __call__(self, x):
         """x (M, H, W, 3) -> (M, h, w, 8w)."""
         x = jax.nn.relu(self.stem_norm(self.stem(x)))
-        x = jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+        x = max_pool_3x3_s2(x)
         for b in self.blocks:
             x = b(x)
         return x
@@ -241,5 +260,6 @@ def features_with_images(encoder, obs, images, key):
 
 
 __all__ = ["BasicBlock", "ChannelAffine", "ConvBackbone", "Fixed", "ImageEncoder",
-           "ResNet18", "SpatialSoftmax", "conv2d", "features_with_images", "make_norm", "random_shift",
+           "ResNet18", "SpatialSoftmax", "conv2d", "features_with_images", "make_norm", "max_pool_3x3_s2",
+           "random_shift",
            "sincos_2d"]
