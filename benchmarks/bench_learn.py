@@ -62,9 +62,10 @@ SPEED_ROWS = {"act": ("act", False, False), "act_vae": ("act", True, False),
               "diffusion_images": ("diffusion", False, True)}
 
 
-def speed_configs(row: str, batch: int):
+def speed_configs(row: str, batch: int, vision_norm: str | None = None):
     """(our policy config, our train config) of a speed row, from RECIPES; the image rows with the
-    ResNet-18 at its own width where our configs have image encoders."""
+    ResNet-18 at its own width where our configs have image encoders (its norm ``vision_norm``
+    when given, else the recipe's)."""
     from dataclasses import replace
 
     from benchmarks.lerobot.like_for_like import with_resnet18
@@ -73,6 +74,8 @@ def speed_configs(row: str, batch: int):
     kind, vae, images = SPEED_ROWS[row]
     r = recipe(kind)
     pcfg = replace(r.policy, **({"use_vae": vae} if kind == "act" else {"denoiser": "unet"}))
+    if images and vision_norm is not None:
+        pcfg = replace(pcfg, vision_norm=vision_norm)
     return with_resnet18(pcfg) if images else pcfg, replace(r.train, batch_size=batch)
 
 
@@ -174,7 +177,7 @@ def train_speed(args) -> dict:
            "lerobot_python": str(LEROBOT_PY) if LEROBOT_PY.exists() else None}
     for row in args.rows:
         kind, _, images = SPEED_ROWS[row]
-        pcfg, tcfg = speed_configs(row, args.batch)
+        pcfg, tcfg = speed_configs(row, args.batch, args.vision_norm)
         cams = CAMERAS if images else ()
         spec = spec_for(pcfg, tcfg, images=cams)
         steps, their_steps = ((args.image_steps, args.image_steps) if images else
@@ -333,6 +336,8 @@ def main() -> None:
                     "--images)")
     ap.add_argument("--images", action="store_true", help="speed: add the ResNet-18 96x96 image rows")
     ap.add_argument("--image-steps", type=int, default=3, help="speed: timed steps per image run (each side)")
+    ap.add_argument("--vision-norm", choices=("group", "affine", "frozen"), default=None,
+                    help="speed: our ResNet-18 trunk's norm in the image rows (default: the recipe's)")
     ap.add_argument("--lerobot-python", default=None, help=f"speed: lerobot's python (default {LEROBOT_PY})")
     ap.add_argument("--lerobot-timeout", type=float, default=1200.0, help="speed: seconds per lerobot run")
     ap.add_argument("--eval-episodes", type=int, default=64)

@@ -231,17 +231,19 @@ class _EvalBlock:
     seed: int
     randomization: object
     allow_fps_mismatch: bool
+    cameras: object = None  # the cameras to render (None: the policy's own; learn.seeing)
 
 
 def _eval_block(block: _EvalBlock) -> list:
     """[(world, world_episode, success, steps, return)] of every (world, round) of ``block``."""
     from learn.evaluate import _env_kwargs, _run_cpu, _runner
-    from tasks.env import VecEnv
+    from learn.seeing import policy_env
 
     policy, worlds = _resolve_policy(block.policy), list(block.worlds)
     rows = []
     kwargs = _env_kwargs(block.randomization)
-    with VecEnv(_scene(block.task), len(worlds), seed=block.seed, nthread=1, **kwargs) as env:
+    with policy_env(policy, _scene(block.task), len(worlds), seed=block.seed, nthread=1,
+                    cameras=block.cameras, **kwargs) as env:
         runner = _runner(policy, env, block.seed, block.allow_fps_mismatch)
         for e in range(block.rounds):
             draws = env.episode_draws(worlds, [e] * len(worlds))
@@ -252,10 +254,13 @@ def _eval_block(block: _EvalBlock) -> list:
 
 def ray_evaluate(policy, task, *, address: str | None = None, episodes: int = 20, num_envs: int | None = None,
                  seed: int = 0, randomization="default", blocks: int | None = None, progress=None,
-                 name: str | None = None, allow_fps_mismatch: bool = False, num_cpus: float = 1):
+                 name: str | None = None, allow_fps_mismatch: bool = False, num_cpus: float = 1,
+                 cameras=None):
     """:func:`learn.evaluate.evaluate` (CPU engine) with its ``num_envs`` worlds split into
     ``blocks`` Ray tasks (default: one per world, at most the cluster's CPUs) -> the same
-    :class:`learn.evaluate.EvalResult` (module doc). ``progress(done, total)`` per finished block."""
+    :class:`learn.evaluate.EvalResult` (module doc). ``progress(done, total)`` per finished block.
+    A policy that sees gets its cameras rendered in every block (:mod:`learn.seeing`); ``cameras``
+    renders others, refused here in one line, before any Ray task, unless they match the trained ones."""
     import time
 
     from learn.evaluate import (
@@ -277,6 +282,9 @@ def ray_evaluate(policy, task, *, address: str | None = None, episodes: int = 20
     _check_policy(local, "mujoco")
     _env_kwargs(randomization)
     ts = resolve_task(task)
+    from learn.seeing import check_task_cameras
+
+    check_task_cameras(local, ts, cameras)
     rounds = -(-episodes // W)
     t0 = time.perf_counter()
     with connect(address) as ray:
@@ -284,7 +292,7 @@ def ray_evaluate(policy, task, *, address: str | None = None, episodes: int = 20
         n_blocks = _positive_int(n_blocks, "blocks")
         ref = _policy_ref(policy)
         splits = [tuple(int(w) for w in part) for part in np.array_split(np.arange(W), n_blocks) if len(part)]
-        cells = [_EvalBlock(ref, task, part, rounds, int(seed), randomization, allow_fps_mismatch)
+        cells = [_EvalBlock(ref, task, part, rounds, int(seed), randomization, allow_fps_mismatch, cameras)
                  for part in splits]
         labels = [f"worlds {p[0]}..{p[-1]} of {ts.task.name} seed={seed}" for p in splits]
         parts = run_cells(_eval_block, cells, labels, progress=progress, num_cpus=num_cpus)

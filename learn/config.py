@@ -21,6 +21,9 @@ from typing import ClassVar
 from caliper_jax.errors import CaliperError
 
 VISION_BACKBONES = ("conv", "resnet18")
+#: The ResNet-18 trunk's norms (learn.policies.vision): GroupNorm, a learned per-channel affine, a
+#: fixed one (FrozenBatchNorm2d without pretrained statistics).
+VISION_NORMS = ("group", "affine", "frozen")
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class PolicyConfig:
     # cameras (used when the feature layout has any; learn.policies.vision)
     vision_backbone: str = "conv"      # "conv" (small conv net, the CPU default) or "resnet18" (GroupNorm)
     vision_width: int = 32             # channels of the first stage (64: ResNet-18's own width)
+    vision_norm: str = "group"         # the resnet18 trunk's norm: "group", "affine" or "frozen"
     spatial_keypoints: int = 32        # spatial-softmax keypoints per camera (BC, diffusion)
     image_feature_dim: int = 64        # per-camera feature vector (BC, diffusion)
     image_shift: int = 4               # random-shift augmentation, +- pixels (0: off); training only
@@ -43,6 +47,9 @@ class PolicyConfig:
         if self.vision_backbone not in VISION_BACKBONES:
             raise CaliperError(f"{self.kind} config: vision_backbone must be one of "
                                f"{', '.join(VISION_BACKBONES)}, got {self.vision_backbone!r}")
+        if self.vision_norm not in VISION_NORMS:
+            raise CaliperError(f"{self.kind} config: vision_norm must be one of {', '.join(VISION_NORMS)}, "
+                               f"got {self.vision_norm!r}")
         shift = self.image_shift
         if not isinstance(shift, int) or isinstance(shift, bool) or shift < 0:
             raise CaliperError(f"{self.kind} config: image_shift must be an integer >= 0, got {shift!r}")
@@ -218,6 +225,6 @@ def train_config_from_dict(data: dict, where: str = "train config") -> TrainConf
     return _coerce(TrainConfig, data, where)
 
 
-__all__ = ["VISION_BACKBONES", "ACTConfig", "BCConfig",
+__all__ = ["VISION_BACKBONES", "VISION_NORMS", "ACTConfig", "BCConfig",
            "DiffusionConfig", "POLICY_CONFIGS", "PolicyConfig", "TrainConfig",
            "config_from_dict", "config_to_dict", "train_config_from_dict"]

@@ -207,7 +207,7 @@ def load_frames(root, layout: FeatureLayout | None = None, *, episodes=None, obs
         obs.append(np.concatenate([cols[k] for k in layout.state_keys], axis=1))
         action.append(cols[layout.action_key])
         if layout.cameras:
-            images.append(np.stack([_decode(reader, ep, c.key, n) for c in layout.cameras], axis=1))
+            images.append(episode_images(reader, ep, layout, n))
     return Frames.from_episodes(obs, action, layout, list(ids), images if layout.cameras else None)
 
 
@@ -218,6 +218,12 @@ def _check_image_budget(root, layout: FeatureLayout, frames: int, budget_mb: flo
         raise CaliperError(f"{root}: the decoded camera frames would take {need:.0f} MiB ({frames} frames x "
                            f"{c} cameras x {w}x{h}), over the {budget_mb:g} MiB image budget; train on fewer "
                            f"episodes or raise the budget (--image-budget-mb)")
+
+
+def episode_images(reader, ep: int, layout: FeatureLayout, n: int) -> np.ndarray:
+    """(n, cameras, H, W, 3) uint8: the frames of ``layout.cameras`` in episode ``ep`` of the
+    dataset ``reader`` reads (``n`` its length), decoded as training loads them."""
+    return np.stack([_decode(reader, ep, c.key, n) for c in layout.cameras], axis=1)
 
 
 def _decode(reader, ep: int, key: str, n: int) -> np.ndarray:
@@ -519,6 +525,6 @@ def prepare(frames: Frames, config, val_fraction: float, key_or_seed=0) -> Split
     return Split(WindowDataset(frames, config, norm, train_ids), val, norm, train_ids, val_ids)
 
 
-__all__ = ["IMAGE_BUDGET_MB", "Frames",
+__all__ = ["IMAGE_BUDGET_MB", "Frames", "episode_images",
            "Prefetcher", "Split", "WindowData", "WindowDataset", "fit_normalizer", "gather_windows",
            "load_frames", "prepare", "sample_windows", "split_episodes"]

@@ -11,7 +11,13 @@ optionally, the dataset it was trained on and the robot's joint limits. It runs,
    drawn from the normaliser's statistics), one seeded forward pass each -- non-finite actions
    (P007, which skips the rest), collapsed action spread (P001), per-dof collapse (P002), joint-limit
    saturation (P003) and dead inputs (P006: each observation dimension nudged by +-0.25 of its std,
-   with the same key and batch position, so sampling noise cancels).
+   with the same key and batch position, so sampling noise cancels; each camera of a policy that
+   sees probed by giving every probe another probe's frames of that camera, the state held).
+
+A policy that sees (``features.cameras``) is probed with camera frames too: the dataset's own
+frames at the probed windows (decoded as training decodes them), or -- without a dataset -- the
+frames rendered at ``task``'s reset states (:func:`learn.seeing.policy_env`, as evaluation renders
+them); a dataset or task whose cameras differ from the trained ones is refused in one line.
 
 Every check's numeric core is a pure function of measured numbers (``*_findings``), so tests can
 plant exact cases. The output is deterministic for a (policy, dataset, seed).
@@ -292,10 +298,13 @@ def _load_checkpoint(path):
 
 
 def _dataset(root, layout):
-    """(obs episodes, action episodes, fps, obs names, action names) of the features ``layout`` reads."""
+    """(obs episodes, action episodes, fps, obs names, action names, images) of the features
+    ``layout`` reads; ``images(episode) -> (T, cameras, H, W, 3)`` uint8 decodes the frames of
+    ``layout.cameras`` (None without cameras)."""
     from caliper_jax.dataset.reader import LeRobotReader
 
     reader = LeRobotReader(root)
+    images = _dataset_images(root, reader, layout) if layout.cameras else None
     keys = list(layout.state_keys) + [layout.action_key]
     for key, dim in zip(keys, list(layout.state_dims) + [layout.action_dim], strict=True):
         feat = reader.features.get(key)
@@ -318,7 +327,28 @@ def _dataset(root, layout):
         return [f"{key}.{x}" for x in n]
 
     obs_names = [x for k, d in zip(layout.state_keys, layout.state_dims, strict=True) for x in names(k, d)]
-    return obs, act, reader.fps, obs_names, names(layout.action_key, layout.action_dim)
+    return obs, act, reader.fps, obs_names, names(layout.action_key, layout.action_dim), images
+
+
+def _dataset_images(root, reader, layout):
+    """The decoder of the dataset's frames of ``layout.cameras`` (episode -> (T, C, H, W, 3)),
+    refused in one line when the dataset's cameras are not the trained ones."""
+    from learn.data import _camera_records, episode_images
+    from learn.features import _cameras_of, camera_mismatch
+
+    present = {k: v for k, v in reader.features.items() if k in {c.key for c in layout.cameras}}
+    diff = camera_mismatch(layout.cameras, _cameras_of(present, _camera_records(root)))
+    if diff is not None:
+        raise CaliperError(f"{root}: camera configuration differs from training ({diff}; trained vs "
+                           "dataset): the probes would show the policy images it was not trained on")
+    cache: dict = {}
+
+    def images(ep: int):
+        if ep not in cache:
+            cache[ep] = episode_images(reader, ep, layout, int(reader.episode_meta(ep)["length"]))
+        return cache[ep]
+
+    return images
 
 
 def recompute_normalizer(obs_episodes, action_episodes) -> Normalizer:
@@ -331,22 +361,52 @@ def recompute_normalizer(obs_episodes, action_episodes) -> Normalizer:
     return Normalizer.fit(obs[ok], act[ok])
 
 
-def dataset_windows(obs_episodes, n_obs: int, probes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(windows (P, n_obs, D), mask (P, n_obs)) ending at ``probes`` seeded frames with finite
-    observations; frames before an episode's start repeat its first frame (mask False)."""
+def probe_frames(obs_episodes, n_obs: int, probes: int, seed: int) -> list[tuple[int, np.ndarray]]:
+    """[(episode, frame indices (n_obs,))] of ``probes`` seeded windows ending at frames with finite
+    observations; indices < 0 are frames before the episode's start."""
     frames = [(e, t) for e, o in enumerate(obs_episodes) for t in np.flatnonzero(np.isfinite(o).all(1))]
     if not frames:
         raise CaliperError("the dataset holds no finite observation to probe the policy with")
     rng = np.random.default_rng(seed)
     pick = rng.choice(len(frames), size=probes, replace=len(frames) < probes)
-    win = np.empty((probes, n_obs, obs_episodes[0].shape[1]), np.float64)
-    mask = np.empty((probes, n_obs), bool)
-    for i, j in enumerate(pick):
-        e, t = frames[int(j)]
-        idx = np.arange(t - n_obs + 1, t + 1)
-        mask[i] = idx >= 0
-        win[i] = obs_episodes[e][np.maximum(idx, 0)]
+    ends = [frames[int(j)] for j in pick]
+    return [(e, np.arange(t - n_obs + 1, t + 1)) for e, t in ends]
+
+
+def dataset_windows(obs_episodes, n_obs: int, probes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(windows (P, n_obs, D), mask (P, n_obs)) ending at ``probes`` seeded frames with finite
+    observations (:func:`probe_frames`); frames before an episode's start repeat its first frame
+    (mask False)."""
+    picks = probe_frames(obs_episodes, n_obs, probes, seed)
+    win = np.stack([obs_episodes[e][np.maximum(idx, 0)] for e, idx in picks]).astype(np.float64)
+    mask = np.stack([idx >= 0 for _, idx in picks])
     return win, mask
+
+
+def image_windows(images, picks) -> np.ndarray:
+    """(P, n_obs, cameras, H, W, 3) uint8 frames of the windows ``picks`` (:func:`probe_frames`),
+    padded as :func:`dataset_windows` pads; ``images(episode)`` decodes an episode's frames."""
+    return np.stack([images(e)[np.maximum(idx, 0)] for e, idx in picks])
+
+
+def rendered_windows(policy, task, n_obs: int, probes: int, seed: int):
+    """(windows (P, n_obs, D), mask (P, n_obs), frames (P, n_obs, cameras, H, W, 3)) of ``probes``
+    worlds of ``task`` at their reset states (seed ``seed``), with the policy's cameras rendered
+    as evaluation renders them (:func:`learn.seeing.policy_env`); each window is an episode's first
+    tick as deploy sees it (earlier frames repeat it, mask False)."""
+    from learn.deploy import stack_images
+    from learn.features import env_observation
+    from learn.seeing import policy_env
+
+    fl = policy.features
+    with policy_env(policy, task, probes, seed=seed) as env:
+        obs, info = env.reset(seed=seed)
+        state = np.asarray(env_observation(fl, env.layout, np.asarray(obs, np.float32)), np.float64)
+        frames = np.asarray(stack_images(info.get("images"), [c.name for c in fl.cameras]))
+    mask = np.zeros((probes, n_obs), bool)
+    mask[:, -1] = True
+    return (np.repeat(state[:, None], n_obs, axis=1), mask,
+            np.repeat(frames[:, None], n_obs, axis=1))
 
 
 def normalizer_windows(normalizer: Normalizer, n_obs: int, probes: int, seed: int):
@@ -370,11 +430,12 @@ def _limits(robot_limits):
 
 # -- the debugger ----------------------------------------------------------------------------------
 def analyze_policy(policy_or_checkpoint_dir, dataset_root=None, *, robot_limits=None, probes: int = 32,
-                   seed: int = 0) -> list[Finding]:
+                   seed: int = 0, task=None) -> list[Finding]:
     """P001-P008 findings of a :class:`learn.bundle.TrainedPolicy` or a checkpoint directory, most
     severe first ([] when every reachable check passed). ``dataset_root`` unlocks P002, P004, P005
     and dataset-replayed probes; ``robot_limits`` -- (lower, upper) arrays or a model with
-    ``qpos_lower``/``qpos_upper`` -- unlocks P003."""
+    ``qpos_lower``/``qpos_upper`` -- unlocks P003. ``task``: where a policy that sees gets its
+    probe frames rendered when no dataset is given (module doc)."""
     from learn.config import config_to_dict
 
     source = policy_or_checkpoint_dir
@@ -397,40 +458,56 @@ def analyze_policy(policy_or_checkpoint_dir, dataset_root=None, *, robot_limits=
         if train_fps is None:
             findings += config_findings({}, policy.features.fps, data_fps)
     data = None if dataset_root is None else _dataset(dataset_root, policy.features)
-    findings += behaviour_findings(policy, data, robot_limits=robot_limits, probes=probes, seed=seed)
+    findings += behaviour_findings(policy, data, robot_limits=robot_limits, probes=probes, seed=seed,
+                                   task=None if data is not None else task)
     return _sorted(findings)
 
 
-def behaviour_findings(policy, data=None, *, robot_limits=None, probes: int = 32,
-                       seed: int = 0) -> list[Finding]:
+def behaviour_findings(policy, data=None, *, robot_limits=None, probes: int = 32, seed: int = 0,
+                       task=None) -> list[Finding]:
     """P004 and the probes (P007, P001, P002, P003, P006) of a loaded policy; ``data`` is
-    (obs episodes, action episodes, fps, obs names, action names) or None."""
+    (obs episodes, action episodes, fps, obs names, action names[, images]) or None. A policy that
+    sees is probed with the dataset's frames, else with frames rendered at ``task``'s reset states
+    (module doc); with neither it is refused in one line."""
     import jax
 
-    cfg, norm = policy.config, policy.normalizer
+    cfg, norm, fl = policy.config, policy.normalizer, policy.features
     n_obs = int(cfg.n_obs_steps)
     out = []
+    frames = None
     if data is not None:
-        obs_eps, act_eps, _, obs_names, act_names = data
+        obs_eps, act_eps, _, obs_names, act_names = data[:5]
         recomputed = recompute_normalizer(obs_eps, act_eps)
         out += normalizer_findings(norm, recomputed, obs_names, act_names)
+        picks = probe_frames(obs_eps, n_obs, probes, seed)
         windows, mask = dataset_windows(obs_eps, n_obs, probes, seed)
+        if fl.cameras:
+            images = data[5] if len(data) > 5 else None
+            if images is None:
+                raise CaliperError("this policy sees cameras but the probe data carries no camera frames")
+            frames = image_windows(images, picks)
         data_obs_std = recomputed.obs_std
         raw_act = np.concatenate(act_eps)
         data_act_std = np.std(raw_act[np.isfinite(raw_act).all(1)], axis=0)   # unfloored
     else:
-        obs_names = [f"{k}[{i}]" for k, d in zip(policy.features.state_keys, policy.features.state_dims,
-                                                  strict=True) for i in range(d)]
-        act_names = [f"{policy.features.action_key}[{i}]" for i in range(policy.features.action_dim)]
-        windows, mask = normalizer_windows(norm, n_obs, probes, seed)
+        obs_names = [f"{k}[{i}]" for k, d in zip(fl.state_keys, fl.state_dims, strict=True) for i in range(d)]
+        act_names = [f"{fl.action_key}[{i}]" for i in range(fl.action_dim)]
+        if fl.cameras:
+            if task is None:
+                names = ", ".join(c.name for c in fl.cameras)
+                raise CaliperError(f"this policy sees cameras ({names}): its probes need frames -- give the "
+                                   "dataset it was trained on (--dataset) or a task to render them (--task)")
+            windows, mask, frames = rendered_windows(policy, task, n_obs, probes, seed)
+        else:
+            windows, mask = normalizer_windows(norm, n_obs, probes, seed)
         data_obs_std, data_act_std = norm.obs_std, None
     fn, graphdef, state = policy.chunk_fn()
     run = jax.jit(fn, static_argnums=0)
     key = jax.random.PRNGKey(seed)
     mask = np.asarray(mask, bool)
 
-    def forward(x):
-        return np.asarray(run(graphdef, state, np.asarray(x, np.float32), mask, key), np.float64)
+    def forward(x, imgs=frames):
+        return np.asarray(run(graphdef, state, np.asarray(x, np.float32), mask, key, imgs), np.float64)
 
     chunks = forward(windows)                                     # (P, chunk, A) raw
     bad = nonfinite_findings(chunks)
@@ -458,10 +535,44 @@ def behaviour_findings(policy, data=None, *, robot_limits=None, probes: int = 32
             moved.append(norm.action(forward(x)[:, 0]))
         response[d] = input_response(first, np.asarray(moved)[None])[0]
     out += dead_input_findings(response, std, obs_names)
+    if frames is not None:
+        out += dead_camera_findings(camera_response(forward, windows, frames, first, norm),
+                                    [c.key for c in fl.cameras])
     return out
 
 
-__all__ = ["action_spread", "analyze_policy", "behaviour_findings", "config_findings", "dataset_windows",
-           "dead_input_findings", "input_response", "limit_findings", "nonfinite_findings",
+def camera_response(forward, windows, frames, base_normalised, norm) -> np.ndarray:
+    """(cameras,) largest change of the normalised action when every probe is shown the next
+    probe's frames of one camera (a cyclic shift over probes; the state and the other cameras
+    held); NaN for a camera whose frames are the same in every probe (nothing to swap)."""
+    out = np.full(frames.shape[2], np.nan)
+    for c in range(frames.shape[2]):
+        swapped = frames.copy()
+        swapped[:, :, c] = np.roll(frames[:, :, c], 1, axis=0)
+        if np.array_equal(swapped, frames):
+            continue
+        moved = norm.action(forward(windows, swapped)[:, 0])
+        out[c] = input_response(base_normalised, np.asarray(moved)[None, None])[0]
+    return out
+
+
+def dead_camera_findings(response, names) -> list[Finding]:
+    """P006 of cameras: a camera whose frames, swapped between probes, move the normalised action
+    by < 0.02 (NaN responses -- identical frames in every probe -- never fire)."""
+    r = np.asarray(response, np.float64).reshape(-1)
+    out = []
+    for c in np.flatnonzero(np.isfinite(r) & (r < RESPONSE_MIN)):
+        out.append(Finding(
+            "P006", "Warning",
+            f"camera {names[c]} is a dead input: showing each probe another probe's frames of it changes "
+            f"the normalised action by at most {r[c]:.4f} (< {RESPONSE_MIN}) -- the policy does not look",
+            "check the image wiring (camera order, normalisation) and whether the frames vary in training; "
+            "a policy that learned to ignore its cameras acts from the joint state alone"))
+    return out
+
+
+__all__ = ["action_spread", "analyze_policy", "behaviour_findings", "camera_response", "config_findings",
+           "dataset_windows", "dead_camera_findings", "dead_input_findings", "image_windows", "probe_frames",
+           "rendered_windows", "input_response", "limit_findings", "nonfinite_findings",
            "normalizer_findings", "normalizer_windows", "per_dof_findings", "read_checkpoint_config",
            "recompute_normalizer", "spread_findings"]

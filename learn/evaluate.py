@@ -44,6 +44,7 @@ import numpy as np
 
 from caliper_jax.errors import CaliperError
 from learn.protocol import effective_count
+from learn.seeing import policy_cameras
 from learn.verdicts import eval_findings, wilson_interval
 
 ENGINES = ("mujoco", "mjx")
@@ -267,16 +268,6 @@ def _positive_int(value, name: str) -> int:
     return int(value)
 
 
-def policy_cameras(policy, cameras=None):
-    """The camera names an evaluation renders: ``cameras`` when given, else a trained policy's own
-    (``name:WxH``), else None (no rendering)."""
-    if cameras is not None:
-        return cameras
-    feats = getattr(policy, "features", None) if _is_trained(policy) else None
-    cams = () if feats is None else feats.cameras
-    return [f"{c.name}:{c.width}x{c.height}" for c in cams] or None
-
-
 class _Trained:
     def __init__(self, policy, env, seed, allow_fps_mismatch):
         from learn.deploy import Deployer
@@ -475,7 +466,8 @@ def evaluate(policy, task, *, episodes: int = 20, num_envs: int | None = None, s
     MuJoCo's warnings during the run go to ``result.sim_warnings``, not to the CLI's warning line."""
     from caliper_jax import notices
     from learn.protocol import resolve_seed
-    from tasks.env import VecEnv, resolve_task
+    from learn.seeing import policy_env
+    from tasks.env import resolve_task
 
     episodes = _positive_int(episodes, "episodes")
     W = min(episodes, MAX_NUM_ENVS) if num_envs is None else _positive_int(num_envs, "num_envs")
@@ -496,8 +488,7 @@ def evaluate(policy, task, *, episodes: int = 20, num_envs: int | None = None, s
     t0 = time.perf_counter()
     with notices.captured("MuJoCo:") as warned:
         if engine == "mujoco":
-            with VecEnv(ts, W, seed=int(seed), nthread=nthread, cameras=policy_cameras(policy, cameras),
-                        **kwargs) as env:
+            with policy_env(policy, ts, W, seed=int(seed), nthread=nthread, cameras=cameras, **kwargs) as env:
                 runner = _runner(policy, env, int(seed), allow_fps_mismatch)
                 rows, ticks = _run_cpu(env, runner, need, int(seed), on_episode)
                 layout = env.layout
@@ -539,7 +530,8 @@ def serial_eval(policy, task, *, episodes: int = 20, seed: int = 0, num_envs: in
     num_envs, seed=seed)``; default world count ``min(episodes, 64)`` as there): world k mod W,
     its episode k div W, replayed in a 1-world env from that episode's draws (the physics is the
     same bit for bit in any world count) with the policy's key stream of that world and episode."""
-    from tasks.env import VecEnv, resolve_task
+    from learn.seeing import policy_env
+    from tasks.env import resolve_task
 
     episodes = _positive_int(episodes, "episodes")
     W = min(episodes, MAX_NUM_ENVS) if num_envs is None else _positive_int(num_envs, "num_envs")
@@ -548,7 +540,7 @@ def serial_eval(policy, task, *, episodes: int = 20, seed: int = 0, num_envs: in
     ts = resolve_task(task)
     eps, ticks = [], 0
     t0 = time.perf_counter()
-    with VecEnv(ts, 1, seed=int(seed), nthread=nthread, cameras=policy_cameras(policy), **kwargs) as env:
+    with policy_env(policy, ts, 1, seed=int(seed), nthread=nthread, **kwargs) as env:
         runner = _runner(policy, env, int(seed), allow_fps_mismatch)
         for k in range(episodes):
             world, world_episode = k % W, k // W

@@ -226,13 +226,15 @@ def _scaffold_cost(n: int = 200) -> tuple[float, float, float]:
     return tuple(float(v) for v in np.median(rows, axis=0))
 
 
-def _make_env(task, num_envs: int, seed: int):
-    """(env, owned): ``task`` itself when it already is an environment, else a new VecEnv."""
-    if hasattr(task, "step") and hasattr(task, "reset") and hasattr(task, "layout"):
-        return task, False
-    from tasks.env import VecEnv
+def _make_env(task, policy, num_envs: int, seed: int):
+    """(env, owned): ``task`` itself when it already is an environment (its cameras checked against
+    a trained policy's), else a new VecEnv rendering the policy's cameras (:mod:`learn.seeing`)."""
+    from learn.seeing import check_env_cameras, policy_env
 
-    return VecEnv(task, num_envs, seed=seed), True
+    if hasattr(task, "step") and hasattr(task, "reset") and hasattr(task, "layout"):
+        check_env_cameras(policy, task)
+        return task, False
+    return policy_env(policy, task, num_envs, seed=seed), True
 
 
 def _make_deployer(policy, env, num_envs: int, seed: int):
@@ -243,11 +245,14 @@ def _make_deployer(policy, env, num_envs: int, seed: int):
         return policy
     from learn.deploy import Deployer
 
-    if isinstance(policy, (str, Path)):
-        from learn.debug import _load_checkpoint
-        policy = _load_checkpoint(policy)
+    return Deployer(policy, env.layout, num_envs, seed, allow_fps_mismatch=True,
+                    cameras=getattr(env, "cameras", ()))
 
-    return Deployer(policy, env.layout, num_envs, seed, allow_fps_mismatch=True)
+
+def _act(deployer, obs, info):
+    """One deploy call: with the rendered frames ``info["images"]`` when the environment has any."""
+    images = info.get("images") if isinstance(info, dict) else None
+    return deployer.act(obs) if images is None else deployer.act(obs, images)
 
 
 def profile_rollout(policy, task, *, ticks: int = 200, num_envs: int = 1, seed: int = 0,
@@ -260,17 +265,20 @@ def profile_rollout(policy, task, *, ticks: int = 200, num_envs: int = 1, seed: 
     if ticks < 2:
         from caliper_jax.errors import CaliperError
         raise CaliperError(f"ticks must be >= 2, got {ticks}")
-    env, owned = _make_env(task, num_envs, seed)
+    if isinstance(policy, (str, Path)):
+        from learn.debug import _load_checkpoint
+        policy = _load_checkpoint(policy)
+    env, owned = _make_env(task, policy, num_envs, seed)
     try:
         deployer = _make_deployer(policy, env, env.num_envs, seed)
         reset = getattr(deployer, "reset", None)
         fps = float(env.layout.fps)
         scaffold = _scaffold_cost()
-        obs, _ = env.reset(seed=seed)
+        obs, info = env.reset(seed=seed)
         for _ in range(max(0, int(warmup))):
-            obs, *_ = env.step(deployer.act(np.asarray(obs, np.float32)))
+            obs, _, _, _, info = env.step(_act(deployer, np.asarray(obs, np.float32), info))
         if callable(reset):
-            obs, _ = env.reset(seed=seed)
+            obs, info = env.reset(seed=seed)
             reset()
         clock = time.perf_counter_ns
         times = np.empty((ticks, 4), np.int64)
@@ -282,9 +290,9 @@ def profile_rollout(policy, task, *, ticks: int = 200, num_envs: int = 1, seed: 
                 reset(done)
             x = np.ascontiguousarray(obs, np.float32)
             t1 = clock()
-            action = deployer.act(x)
+            action = _act(deployer, x, info)
             t2 = clock()
-            obs, _, term, trunc, _ = env.step(action)
+            obs, _, term, trunc, info = env.step(action)
             done = np.asarray(term, bool) | np.asarray(trunc, bool)
             t3 = clock()
             times[i] = (t0, t1 - t0, t2 - t1, t3 - t2)

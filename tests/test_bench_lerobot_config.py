@@ -117,6 +117,26 @@ def test_image_rows_are_proprio_plus_images_and_read_our_encoder():
                differences(dataclasses.replace(seeing, spatial_keypoints=16), TRAIN, CAMERAS))
 
 
+@pytest.mark.parametrize("norm", ["group", "affine", "frozen"])
+def test_the_trunk_norm_round_trips_and_reaches_both_sides(norm):
+    """Planted bugs caught: vision_norm dropped from the saved config (the round trip loses it), the
+    diffusion spec's use_group_norm not following ours, the printed differences not naming our norm."""
+    from benchmarks.lerobot.like_for_like import NORM_WORDS
+    from learn.config import config_from_dict, config_to_dict
+
+    for cfg in (with_resnet18(ACTConfig(vision_norm=norm)),
+                with_resnet18(DiffusionConfig(denoiser="unet", vision_norm=norm))):
+        assert config_to_dict(cfg)["vision_norm"] == norm and config_from_dict(config_to_dict(cfg)) == cfg
+        text = _printed(cfg, images=CAMERAS)
+        assert NORM_WORDS[norm] in text and f'"vision_norm": "{norm}"' in text
+    spec = spec_for(with_resnet18(DiffusionConfig(denoiser="unet", vision_norm=norm)), TRAIN, images=CAMERAS)
+    assert spec["config"]["use_group_norm"] is (norm == "group")
+    act = differences(with_resnet18(ACTConfig(vision_norm=norm)), TRAIN, CAMERAS)
+    assert any("the same norm on both sides" in d for d in act) is (norm == "frozen")
+    with pytest.raises(Exception, match="vision_norm must be one of group, affine, frozen"):
+        ACTConfig(vision_norm="batch")
+
+
 def test_what_lerobot_cannot_match_is_refused():
     with pytest.raises(ValueError, match="n_obs_steps"):
         act_spec(ACTConfig(n_obs_steps=2), TRAIN)

@@ -140,6 +140,47 @@ def test_evaluation_split_in_blocks_of_worlds_equals_evaluate(head, short):
     assert dumps(got) == dumps(want)
 
 
+def _seeing_checkpoint(folder: Path) -> Path:
+    """An untrained BC policy that sees lift-cube's front and wrist cameras at 32x32, saved."""
+    import numpy as np
+
+    from learn.checkpoint import save_checkpoint
+    from learn.config import BCConfig, TrainConfig
+    from learn.features import CameraSpec, FeatureLayout
+    from learn.normalize import Normalizer
+    from learn.policies import build_policy
+
+    cams = tuple(CameraSpec(c, 32, 32) for c in ("front", "wrist"))
+    features = FeatureLayout(("observation.state",), (3,), "action", 3, 50, "proprio+images", cams)
+    cfg = BCConfig(hidden=(16,), vision_width=4)
+    norm = Normalizer(np.zeros(3, np.float32), np.ones(3, np.float32), np.zeros(3, np.float32),
+                      np.ones(3, np.float32), np.full(3, 0.5, np.float32), np.full(3, 0.25, np.float32))
+    model = build_policy(cfg, 3, 3, image_shape=features.image_shape)
+    return save_checkpoint(folder, model=model, config=cfg, train_config=TrainConfig(), features=features,
+                           normalizer=norm, fingerprint=None)
+
+
+def test_evaluation_of_a_policy_that_sees_renders_its_cameras_in_every_block(head, short, tmp_path):
+    """Planted bugs caught: the blocks' environments not rendering the policy's cameras (the deployer
+    raises in every worker: CellsFailed), another camera configuration shipped to the workers instead
+    of refused in one line on the driver."""
+    from learn.checkpoint import load_checkpoint
+
+    path = str(_seeing_checkpoint(tmp_path / "seeing"))
+    got = ray_evaluate(path, short, episodes=3, num_envs=2, seed=5, blocks=2)
+    want = evaluate(load_checkpoint(path).policy, short, episodes=3, num_envs=2, seed=5)
+    assert got.timing["blocks"] == 2 and got.n == want.n == 3
+    # the same episodes with the same outcomes; returns to float rounding only: XLA's CPU convolutions
+    # are not bit-identical across batch sizes (~2e-8 on the actions), and a block steps 1 world, not 2
+    for a, b in zip(got.episodes, want.episodes, strict=True):
+        ident = [(e.world, e.world_episode, e.success, e.steps) for e in (a, b)]
+        assert ident[0] == ident[1]
+        assert a.ret == pytest.approx(b.ret, rel=1e-6)
+    with pytest.raises(CaliperError, match="camera configuration differs.*front is 32x32 vs 48x48") as err:
+        ray_evaluate(path, short, episodes=2, num_envs=2, cameras=["front:48x48", "wrist:48x48"])
+    assert "\n" not in str(err.value)
+
+
 def _tree_bytes(root: Path) -> dict:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 

@@ -202,3 +202,147 @@ def test_mjx_eval_renders_cameras_inside_the_scan():
     assert res.n == 2 and res.engine == "mjx" and cpu.n == 2
     with pytest.raises(CaliperError, match="camera configuration differs"):
         evaluate(policy, "lift-cube", episodes=2, engine="mjx", cameras=["front:32x32"])
+
+
+# -- every verb gets camera frames (debug, profile, autopsy; Ray in tests/test_cluster_ray.py) -----------
+class TinySeeing(nnx.Module):
+    """Linear map of the last frame's state and a 4x4 pixel patch of each camera (normalised): every
+    input visibly live, so a dead input is a planted one."""
+
+    def __init__(self, obs_dim, action_dim, cameras, seed=0):
+        self.action_dim = action_dim
+        self.lin = nnx.Linear(obs_dim + cameras * 48, action_dim, rngs=nnx.Rngs(seed))
+
+    def sample(self, obs, obs_mask, key, images=None):
+        if images is None:
+            raise CaliperError("this policy sees cameras but was given no images")
+        patch = images[:, -1, :, :4, :4, :].reshape(obs.shape[0], -1)
+        return self.lin(jnp.concatenate([obs[:, -1], patch], axis=-1))[:, None]
+
+
+@pytest.fixture(scope="module")
+def seeing_data(tmp_path_factory):
+    """(dataset root, its proprio+images layout, the normaliser fitted on it)."""
+    pytest.importorskip("av")
+    from learn.data import fit_normalizer, load_frames
+
+    root = _dataset(tmp_path_factory.mktemp("seeing") / "ds")
+    frames = load_frames(root, obs_set="proprio+images")
+    return root, frames.layout, fit_normalizer(frames)
+
+
+def _seeing(data, dead_camera=None, layout=None):
+    from learn.bundle import TrainedPolicy
+
+    _, lay, norm = data
+    lay = layout or lay
+    model = TinySeeing(lay.obs_dim, lay.action_dim, len(lay.cameras))
+    if dead_camera is not None:                         # zero the kernel rows of that camera's patch
+        k = model.lin.kernel[...]
+        start = lay.obs_dim + 48 * dead_camera
+        model.lin.kernel[...] = k.at[start:start + 48].set(0.0)
+    return TrainedPolicy(model, BCConfig(hidden=(8,)), lay, norm)
+
+
+def test_debug_probes_a_seeing_policy_with_the_dataset_frames(seeing_data):
+    """Planted bugs caught: probes without the dataset's frames (the policy raises), the camera
+    half of P006 not swapping a camera's frames (the dead wrist goes unreported), a dataset whose
+    cameras differ from the trained ones probed anyway."""
+    from learn.debug import analyze_policy
+
+    root = seeing_data[0]
+    live = analyze_policy(_seeing(seeing_data), root, probes=8)
+    assert "P006" not in [f.code for f in live] and "P007" not in [f.code for f in live]
+    blind = analyze_policy(_seeing(seeing_data, dead_camera=1), root, probes=8)
+    dead = [f for f in blind if f.code == "P006"]
+    assert len(dead) == 1 and "camera observation.images.wrist is a dead input" in dead[0].message
+    other = FeatureLayout(("observation.state",), (3,), "action", 3, 50, "proprio+images",
+                          tuple(CameraSpec(c, 48, 48) for c in ("front", "wrist")))
+    with pytest.raises(CaliperError, match="camera configuration differs.*front is 48x48 vs 32x32") as err:
+        analyze_policy(_seeing(seeing_data, layout=other), root, probes=8)
+    assert "\n" not in str(err.value)
+    with pytest.raises(CaliperError, match="--dataset.*--task"):
+        analyze_policy(_seeing(seeing_data), None, probes=8)
+
+
+def test_debug_renders_the_probe_frames_of_a_task_as_eval_does(seeing_data):
+    """Planted bug caught: the no-dataset probes rendering other cameras than the policy's (or none)."""
+    from learn.debug import analyze_policy, rendered_windows
+    from tasks.env import VecEnv
+
+    policy = _seeing(seeing_data)
+    win, mask, frames = rendered_windows(policy, "lift-cube", 1, 3, seed=4)
+    assert win.shape == (3, 1, 3) and mask.all() and frames.shape == (3, 1, 2, 32, 32, 3)
+    with VecEnv("lift-cube", 3, seed=4, cameras=["front:32x32", "wrist:32x32"]) as env:
+        _, info = env.reset(seed=4)
+    assert np.array_equal(frames[:, 0, 1], info["images"]["wrist"]) and frames[:, 0, 0].std() > 0
+    out = analyze_policy(policy, None, probes=3, task="lift-cube")
+    assert "P007" not in [f.code for f in out]
+
+
+def test_profile_and_autopsy_render_the_policy_cameras(seeing_data):
+    """Planted bugs caught: the profiler's environment not rendering the policy's cameras, or its
+    deployer not fed the frames (Deployer.act raises); an environment with other cameras accepted."""
+    import dataclasses
+
+    from learn.autopsy import autopsy
+    from learn.profile import profile_rollout
+    from tasks.env import VecEnv
+    from tasks.schema import find_task, load_task
+
+    policy = _seeing(seeing_data)
+    rep = profile_rollout(policy, "lift-cube", ticks=4, warmup=1)
+    assert rep.ticks == 4 and np.isfinite(rep.inference_ns).all()
+    with VecEnv("lift-cube", 1, cameras=["front:48x48", "wrist:48x48"]) as env:
+        with pytest.raises(CaliperError, match="camera configuration differs") as err:
+            profile_rollout(policy, env, ticks=4)
+    assert "\n" not in str(err.value)
+    task = dataclasses.replace(load_task(find_task("lift-cube")), horizon_s=0.2)
+    r = autopsy(policy, seeing_data[0], task=task, episodes=1, profile_ticks=4, probes=8)
+    assert set(r.findings) == {"D", "P", "E", "L"} and r.skipped == {}
+    assert r.summaries["E"]["episodes"] == 1 and r.latency.ticks == 4
+
+
+def test_resnet_trunk_norms():
+    """Planted bugs caught: the frozen norm's scale/bias trained (they would be nnx.Params), the
+    affine norm computing statistics (it would differ from the identity at init), vision_norm not
+    reaching the trunk (every choice would be GroupNorm)."""
+    from learn.policies.vision import BasicBlock, ChannelAffine, ImageEncoder
+
+    x = jax.random.uniform(jax.random.PRNGKey(0), (2, 8, 8, 4))
+    nets = {n: BasicBlock(4, 16, 2, rngs=nnx.Rngs(0), norm=n) for n in ("group", "affine", "frozen")}
+    params = {n: sum(int(v.size) for v in jax.tree_util.tree_leaves(nnx.state(m, nnx.Param)))
+              for n, m in nets.items()}
+    assert params["group"] == params["affine"] == params["frozen"] + 2 * 3 * 16    # 3 norms of 16
+    out = {n: np.asarray(nnx.jit(lambda m, x: m(x))(m, x)) for n, m in nets.items()}
+    np.testing.assert_array_equal(out["affine"], out["frozen"])        # both the identity at init
+    assert not np.allclose(out["group"], out["affine"])
+
+    graphdef, p, rest = nnx.split(nets["affine"], nnx.Param, ...)
+    grads = jax.jit(jax.grad(lambda p: jnp.mean(nnx.merge(graphdef, p, rest)(x) ** 2)))(p)
+    assert float(jnp.abs(grads["norm1"]["scale"][...]).max()) > 0     # the affine one learns
+    enc = ImageEncoder(ACTConfig(vision_backbone="resnet18", vision_width=4, vision_norm="frozen"),
+                       (1, 32, 32), rngs=nnx.Rngs(0), vectors=False)
+    assert isinstance(enc.backbone.stem_norm, ChannelAffine) and not isinstance(
+        enc.backbone.stem_norm.scale, nnx.Param)
+
+
+def test_stem_pool_equals_reduce_window():
+    """Planted bugs caught: an off-by-one in the SAME padding or the slice strides of the sliced max
+    pool (values or gradients would differ from reduce_window's on even and odd sizes)."""
+    from learn.policies.vision import max_pool_3x3_s2
+
+    def ref(x):
+        return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+
+    def both(x, w):         # values and gradients of each, one compiled call per shape
+        va, ga = jax.value_and_grad(lambda x: jnp.sum(max_pool_3x3_s2(x) * w))(x)
+        vb, gb = jax.value_and_grad(lambda x: jnp.sum(ref(x) * w))(x)
+        return max_pool_3x3_s2(x), ref(x), ga, gb
+
+    for shape in ((1, 12, 12, 2), (1, 11, 8, 2)):
+        x = jax.random.normal(jax.random.PRNGKey(sum(shape)), shape)   # no ties: the gradients agree
+        w = jax.random.normal(jax.random.PRNGKey(1), ref(x).shape)
+        pa, pb, ga, gb = jax.jit(both)(x, w)
+        np.testing.assert_array_equal(np.asarray(pa), np.asarray(pb))
+        np.testing.assert_array_equal(np.asarray(ga), np.asarray(gb))

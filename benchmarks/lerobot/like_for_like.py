@@ -7,6 +7,7 @@ never typed a second time; what cannot be matched is listed by :func:`difference
 import of ours) turns into lerobot's own config, policy, optimizer and a timed train step.
 
     python benchmarks/lerobot/like_for_like.py [--policy act|diffusion] [--vae] [--images]
+        [--vision-norm group|affine|frozen]
 
 prints both configurations and the list of differences (no training, no lerobot needed).
 
@@ -83,6 +84,18 @@ def with_resnet18(cfg):
     return dataclasses.replace(cfg, vision_backbone=BACKBONE, vision_width=64)
 
 
+#: our vision_norm (learn/policies/vision.py) in words
+NORM_WORDS = {"group": "GroupNorm (C / 16 groups)",
+              "affine": "a learned per-channel scale and bias (no statistics)",
+              "frozen": "a fixed per-channel scale and bias (FrozenBatchNorm2d-like: no statistics, no "
+                        "gradients)"}
+
+
+def _norm(cfg) -> str:
+    """Our ResNet trunk's norm (``vision_norm``; GroupNorm where our config has no such field)."""
+    return getattr(cfg, "vision_norm", "group")
+
+
 def _check_backbone(cfg) -> None:
     """Our image encoder, where our config has one, must be ResNet-18 at its own width (64)."""
     if hasattr(cfg, "vision_backbone") and (cfg.vision_backbone, cfg.vision_width) != (BACKBONE, 64):
@@ -120,8 +133,9 @@ def diffusion_spec(cfg: DiffusionConfig, train: TrainConfig, *, images: tuple = 
     }
     if images:
         _check_backbone(cfg)
-        config.update(vision_backbone=BACKBONE, pretrained_backbone_weights=None, use_group_norm=True,
-                      crop_shape=None)
+        # lerobot's diffusion trunk: GroupNorm (use_group_norm) or torchvision's trainable BatchNorm2d
+        config.update(vision_backbone=BACKBONE, pretrained_backbone_weights=None,
+                      use_group_norm=_norm(cfg) == "group", crop_shape=None)
         if hasattr(cfg, "spatial_keypoints"):       # ours (learn/policies/vision.py); else lerobot's 32
             config["spatial_softmax_num_keypoints"] = cfg.spatial_keypoints
     return {"policy": "diffusion", "config": config, "batch": train.batch_size,
@@ -166,10 +180,13 @@ def differences(cfg, train: TrainConfig, images: tuple = ()) -> list[str]:
             out.append("CVAE encoder input: ours [cls, observation frame (state + prop pose), actions]; "
                        "lerobot [cls, robot state, actions] (same token count)")
         if images:
+            same = ("the same norm on both sides" if _norm(cfg) == "frozen" else
+                    "a different norm: ours " + NORM_WORDS[_norm(cfg)])
             out.append("image backbone: lerobot torchvision ResNet-18 with FrozenBatchNorm2d (frozen "
                        "statistics and affine: no norm gradients; not pretrained, nothing can be "
-                       "downloaded); " + _our_backbone(cfg, "one token per layer4 feature-map position, "
-                                                          "2-D sinusoidal positions, on both sides"))
+                       f"downloaded, so it is the identity), {same}; "
+                       + _our_backbone(cfg, "one token per layer4 feature-map position, "
+                                            "2-D sinusoidal positions, on both sides"))
     else:
         out += [
             f"lerobot diffusion: Adam (betas 0.95, 0.999; weight decay as an L2 term, not decoupled) with "
@@ -186,7 +203,9 @@ def differences(cfg, train: TrainConfig, images: tuple = ()) -> list[str]:
         if cfg.beta_schedule == "linear":
             out.append("beta schedule 'linear': ours rescaled by 1000 / train_timesteps, diffusers' not")
         if images:
-            out.append("image encoder: lerobot torchvision ResNet-18 with GroupNorm (not pretrained), "
+            theirs = ("GroupNorm" if _norm(cfg) == "group" else "BatchNorm2d with batch statistics "
+                      f"(use_group_norm false; ours {NORM_WORDS[_norm(cfg)]})")
+            out.append(f"image encoder: lerobot torchvision ResNet-18 with {theirs} (not pretrained), "
                        "spatial softmax, Linear + ReLU to 2 x keypoints per camera, no crop; "
                        + _our_backbone(cfg, "both encode every frame of the window"))
             dim = getattr(cfg, "image_feature_dim", None)
@@ -202,7 +221,7 @@ def _our_backbone(cfg, shared: str) -> str:
         return "ours: no image encoder on this branch (learn/policies/vision.py, branch `vision`)"
     shift = (f"a random shift of +-{cfg.image_shift} px in the step (lerobot: none)" if cfg.image_shift
              else "no augmentation")
-    return f"ours ResNet-18 with GroupNorm (C / 16 groups), {shift}; {shared}"
+    return f"ours ResNet-18 with {NORM_WORDS[_norm(cfg)]}, {shift}; {shared}"
 
 
 def describe(cfg, train: TrainConfig, spec: dict, lerobot_config: dict | None = None,
@@ -225,8 +244,12 @@ def main(argv=None) -> None:
     ap.add_argument("--policy", choices=("act", "diffusion"), default="act")
     ap.add_argument("--vae", action="store_true", help="ACT with the CVAE")
     ap.add_argument("--images", action="store_true", help=f"with the {', '.join(CAMERAS)} cameras")
+    ap.add_argument("--vision-norm", choices=tuple(NORM_WORDS), default=None,
+                    help="our ResNet trunk's norm (default: the config's)")
     a = ap.parse_args(argv)
     cfg = ACTConfig(use_vae=a.vae) if a.policy == "act" else DiffusionConfig(denoiser="unet")
+    if a.vision_norm is not None:
+        cfg = dataclasses.replace(cfg, vision_norm=a.vision_norm)
     images = CAMERAS if a.images else ()
     cfg = with_resnet18(cfg) if images else cfg
     train = TrainConfig()

@@ -155,7 +155,9 @@ def register(subparsers) -> None:
     p = add("debug", cmd_debug, "why a policy does nothing: P001-P008")
     p.add_argument("policy", metavar="CHECKPOINT", help="a checkpoint, run folder or .safetensors export")
     p.add_argument("--dataset", default=None, help="the dataset it was trained on (enables P002, P004, P005)")
-    p.add_argument("--task", default=None, help="a task whose robot's joint limits enable P003")
+    p.add_argument("--task", default=None,
+                   help="a task whose robot's joint limits enable P003 (and, without --dataset, that renders "
+                        "the camera frames of a policy that sees)")
     p.add_argument("--probes", type=int, default=32, help="probe observations (default 32)")
     p.add_argument("--seed", type=int, default=0)
 
@@ -620,16 +622,16 @@ def cmd_debug(args) -> int:
     from learn.debug import analyze_policy
 
     probes = budget(at_least(args.probes, "--probes", 2), "--probes", "batch")
-    limits = None
+    limits = task = None
     if args.task is not None:
-        from tasks.scene import build_scene
+        from tasks.env import resolve_task
         from tasks.schema import find_task, load_task
 
-        model = build_scene(load_task(find_task(args.task))).model
-        limits = (model.qpos_lower, model.qpos_upper)
+        task = resolve_task(load_task(find_task(args.task)))
+        limits = (task.model.qpos_lower, task.model.qpos_upper)
     target = args.policy if str(args.policy).endswith(".safetensors") else resolve_checkpoint(args.policy)
     findings = analyze_policy(target, args.dataset, robot_limits=limits,
-                              probes=probes, seed=seed(args.seed))
+                              probes=probes, seed=seed(args.seed), task=task)
     report = {"policy": str(target), "dataset": args.dataset, "findings": [f.to_dict() for f in findings]}
     text = f"policy debugger: {target}" + (_findings_text(findings) if findings else
                                            "\n  no findings: every reachable check passed")
