@@ -130,3 +130,29 @@ def test_rl_recipes_build_valid_configs():
         Config = ALGORITHMS[algo].config
         Config.from_dict({**Config().to_dict(), **rec.config}, f"recipe {task}")
         Selector(rec.select_episodes, 1000, rec.select_every) if rec.select_episodes else None
+
+
+def test_a_raising_run_closes_its_training_and_validation_worlds(lift, monkeypatch):
+    """A run that raises (here the progress callback, after the first val judgement) still closes
+    both VecEnvs it opened -- the training worlds and the Selector's validation worlds. Catches:
+    ``Selector.close()`` / ``setup.env.close()`` reached only on a normal return."""
+    from tasks import env as E
+
+    opened = []
+    init = E.VecEnv.__init__
+
+    def spy(self, *a, **k):
+        init(self, *a, **k)
+        opened.append(self)
+
+    monkeypatch.setattr(E.VecEnv, "__init__", spy)
+
+    def boom(row):
+        if "val_success" in row:
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        train_rl(lift, "ppo", P.PPOConfig(**TINY, steps=4 * 32), checkpoint_every=2, select_episodes=2,
+                 progress=boom)
+    assert len(opened) == 2 and [e.num_envs for e in opened] == [4, 2]
+    assert all(e._closed for e in opened)

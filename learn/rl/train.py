@@ -323,7 +323,9 @@ class Selector:
             self.checkpoint = save(self.best)
 
     def close(self) -> None:
-        self.env.close()
+        """Release the validation worlds (idempotent; a no-op before :meth:`bind`)."""
+        if getattr(self, "env", None) is not None:
+            self.env.close()
 
 
 def train_rl(task, algo: str = "ppo", cfg=None, *, engine: str = "mujoco", out=None,
@@ -367,80 +369,83 @@ def train_rl(task, algo: str = "ppo", cfg=None, *, engine: str = "mujoco", out=N
     selector = Selector(select_episodes, select_seed, select_every) if select_episodes else None
     t_start = time.perf_counter()
     setup = Setup(ts, spec, cfg, engine, nthread)
-    if selector is not None:
-        selector.bind(setup, ts, nthread)
-    state = setup.init_state(cfg)
-    meta = {"algo": algo, "task": ts.task.name, "engine": engine, "config": cfg.to_dict(),
-            "checkpoint_every": checkpoint_every}
-    history: list = []
-    out = None if out is None else Path(out)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        if resume:
-            state, history = _resume(out, setup, state, meta)
-            if selector is not None:
-                selector.restore(out)
-    start = int(state.update)
-    if start % checkpoint_every:
-        raise CaliperError(f"resume at update {start}: not a segment boundary of {checkpoint_every}")
-    base = jax.random.PRNGKey(cfg.seed + 2)
-    compile_s, ckpt = 0.0, None
-    env_steps = start * cfg.batch
-    wall0 = time.perf_counter()
-    seg_eps: list = []
-    for u in range(start, cfg.updates):
-        if u % checkpoint_every == 0:
-            setup.collector.restart(segment_seed(cfg.seed, u // checkpoint_every))
-            seg_eps = []
-        t0 = time.perf_counter()
-        ro, eps = setup.collector.collect(state.params, state.stats, jax.random.fold_in(base, u), cfg.rollout)
-        jax.block_until_ready(ro.reward)
-        t1 = time.perf_counter()
-        state, m = setup.update(state, ro)
-        m = {k: float(v) for k, v in m.items()}
-        t2 = time.perf_counter()
-        if u == start:                          # first collection and update include the compiles
-            compile_s = t2 - t0
-        env_steps += cfg.batch
-        seg_eps.append(eps)
-        row = {"update": u, "env_steps": env_steps, "episodes": int(len(eps.ret)),
-               "return": float(eps.ret.mean()) if len(eps.ret) else None,
-               "success": float(eps.success.mean()) if len(eps.ret) else None,
-               "held_success": float(eps.held.mean()) if len(eps.ret) else None, **m,
-               "collect_s": round(t1 - t0, 4), "update_s": round(t2 - t1, 4),
-               "steps_per_s": round(cfg.batch / max(t1 - t0, 1e-9), 1),
-               "wall_s": round(time.perf_counter() - wall0, 3)}
-        for k in ("return",) + spec.metrics:
-            if row[k] is not None and not np.isfinite(row[k]):
-                raise CaliperError(f"update {u}: {k} is {row[k]} (diverged); lower the lr or check the "
-                                   "reward terms")
-        end_of_segment = (u + 1) % checkpoint_every == 0 or u + 1 == cfg.updates
-        if selector is not None and end_of_segment and (
-                ((u + 1) // checkpoint_every) % selector.every == 0 or u + 1 == cfg.updates):
-            def save_best(sel, state=state):
-                if out is None:
-                    return None
-                return _save(out / "best", setup, state, cfg, meta, keep=1, selected=sel)
-
-            selector(state, row, lambda state=state: setup.export(state, cfg), save_best)
-        history.append(row)
-        if progress is not None:
-            progress(row)
+    try:
+        if selector is not None:
+            selector.bind(setup, ts, nthread)
+        state = setup.init_state(cfg)
+        meta = {"algo": algo, "task": ts.task.name, "engine": engine, "config": cfg.to_dict(),
+                "checkpoint_every": checkpoint_every}
+        history: list = []
+        out = None if out is None else Path(out)
         if out is not None:
-            write_scalars(out, history, scalar_columns(algo))
-            if end_of_segment:
-                ckpt = _save(out, setup, state, cfg, meta)
-        if end_of_segment and stop_success is not None:
-            s = np.concatenate([e.success for e in seg_eps]) if seg_eps else np.zeros(0)
-            if len(s) and s.mean() >= stop_success:
-                break
-    if out is not None and history:
-        plot_curve(history, out / "curve.png", f"{algo} on {ts.task.name} ({engine})")
+            out.mkdir(parents=True, exist_ok=True)
+            if resume:
+                state, history = _resume(out, setup, state, meta)
+                if selector is not None:
+                    selector.restore(out)
+        start = int(state.update)
+        if start % checkpoint_every:
+            raise CaliperError(f"resume at update {start}: not a segment boundary of {checkpoint_every}")
+        base = jax.random.PRNGKey(cfg.seed + 2)
+        compile_s, ckpt = 0.0, None
+        env_steps = start * cfg.batch
+        wall0 = time.perf_counter()
+        seg_eps: list = []
+        for u in range(start, cfg.updates):
+            if u % checkpoint_every == 0:
+                setup.collector.restart(segment_seed(cfg.seed, u // checkpoint_every))
+                seg_eps = []
+            t0 = time.perf_counter()
+            key = jax.random.fold_in(base, u)
+            ro, eps = setup.collector.collect(state.params, state.stats, key, cfg.rollout)
+            jax.block_until_ready(ro.reward)
+            t1 = time.perf_counter()
+            state, m = setup.update(state, ro)
+            m = {k: float(v) for k, v in m.items()}
+            t2 = time.perf_counter()
+            if u == start:                          # first collection and update include the compiles
+                compile_s = t2 - t0
+            env_steps += cfg.batch
+            seg_eps.append(eps)
+            row = {"update": u, "env_steps": env_steps, "episodes": int(len(eps.ret)),
+                   "return": float(eps.ret.mean()) if len(eps.ret) else None,
+                   "success": float(eps.success.mean()) if len(eps.ret) else None,
+                   "held_success": float(eps.held.mean()) if len(eps.ret) else None, **m,
+                   "collect_s": round(t1 - t0, 4), "update_s": round(t2 - t1, 4),
+                   "steps_per_s": round(cfg.batch / max(t1 - t0, 1e-9), 1),
+                   "wall_s": round(time.perf_counter() - wall0, 3)}
+            for k in ("return",) + spec.metrics:
+                if row[k] is not None and not np.isfinite(row[k]):
+                    raise CaliperError(f"update {u}: {k} is {row[k]} (diverged); lower the lr or check the "
+                                       "reward terms")
+            end_of_segment = (u + 1) % checkpoint_every == 0 or u + 1 == cfg.updates
+            if selector is not None and end_of_segment and (
+                    ((u + 1) // checkpoint_every) % selector.every == 0 or u + 1 == cfg.updates):
+                def save_best(sel, state=state):
+                    if out is None:
+                        return None
+                    return _save(out / "best", setup, state, cfg, meta, keep=1, selected=sel)
+
+                selector(state, row, lambda state=state: setup.export(state, cfg), save_best)
+            history.append(row)
+            if progress is not None:
+                progress(row)
+            if out is not None:
+                write_scalars(out, history, scalar_columns(algo))
+                if end_of_segment:
+                    ckpt = _save(out, setup, state, cfg, meta)
+            if end_of_segment and stop_success is not None:
+                s = np.concatenate([e.success for e in seg_eps]) if seg_eps else np.zeros(0)
+                if len(s) and s.mean() >= stop_success:
+                    break
+        if out is not None and history:
+            plot_curve(history, out / "curve.png", f"{algo} on {ts.task.name} ({engine})")
+    finally:                                     # a raising run still releases its worlds
+        setup.env.close()
+        if selector is not None:
+            selector.close()
     policy = setup.export(state, cfg)
-    setup.env.close()
     selected = None
-    if selector is not None:
-        selector.close()
     if selector is not None and selector.policy is not None:
         policy, selected = selector.policy, selector.best
         ckpt = selector.checkpoint if selector.checkpoint is not None else ckpt
