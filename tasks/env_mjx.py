@@ -16,8 +16,11 @@ One control tick, per world (the CPU engine's order, :mod:`tasks.env`):
    into that world's weld ``eq_data`` [anchor 0 (3), relpose pos (3), quat (4), torquescale] and
    its weld switched on; the others off;
 3. ``substeps`` ``mjx.step`` calls (``lax.fori_loop``) with ``ctrl`` = gated targets of the
-   actuated joints, then ``mjx.kinematics`` so positions and body poses agree (as the CPU
-   engine's position stage);
+   actuated joints; the jaw pose the env reads (grasp, observation, reward) is the robot Model's
+   forward kinematics at the new ``q`` (the CPU engine reads MuJoCo's position stage: the same
+   pose to float precision). MJX's whole ``mjx.kinematics`` runs only for cameras: without them
+   ``State.data``'s pose fields (``xpos``, ``geom_xpos``, ...) are those of the last substep's start,
+   as after MuJoCo's ``mj_step``; each ``mjx.step`` recomputes them from ``qpos``;
 4. success: the task predicate's JAX twin on (prop pos, pos0, prop linear velocity, held prop,
    props carried so far), fired after :func:`tasks.predicates.dwell_ticks` consecutive true ticks,
    latched;
@@ -36,8 +39,10 @@ API of :class:`MjxEnv`: pure ``reset_state`` / ``step_state``; jitted ``jit_rese
 ``jit_step(state, action)`` (compiled once per scene, world count, randomisation and precision,
 shared by envs of one built task); ``rollout(state, policy, ticks)`` and ``replay(state, actions)``
 (one ``lax.scan`` each) -> (State, :class:`Transition` (T, W, ...)); ``compile_counts()``.
-Every tick also computes each world's next-episode start (kinematics and draws) and selects it
-where the episode ended -- the price of a branch-free auto-reset.
+Every tick also computes each world's next-episode start (draws, start pose, observation) and
+selects it where the episode ended -- the price of a branch-free auto-reset. Its data's pose fields
+are the nominal start's (MuJoCo's kinematics at the robot's q0 and the props' nominal poses,
+computed once on the host); ``reset_state`` runs ``mjx.kinematics`` on the drawn start.
 
 Cameras (``cameras=``, as the CPU engine's: names of :func:`tasks.cameras.scene_cameras` or
 named :class:`caliper_jax.rays.PinholeCamera` s) are rendered inside the jitted step by the JAX
@@ -61,7 +66,8 @@ import numpy as np
 
 from caliper_jax.control.safety import gate, init_safety, safety_params, setpoint
 from caliper_jax.errors import CaliperError
-from caliper_jax.spatial import quat_conj, quat_mul
+from caliper_jax.kinematics import body_poses
+from caliper_jax.spatial import R_to_quat, quat_conj, quat_mul
 from mjx_backend.randomize import batch_mjx_model
 from mjx_backend.versions import import_mjx
 from tasks import env_spec as S
@@ -131,6 +137,26 @@ def _put_model(mj, impl):
     return mx, jax.tree_util.tree_map(lambda x: jnp.asarray(x) if isinstance(x, np.ndarray) else x, d0)
 
 
+_POSE_FIELDS = ("xpos", "xquat", "xmat", "xipos", "ximat", "xanchor", "xaxis", "geom_xpos", "geom_xmat",
+                "site_xpos", "site_xmat")
+
+
+def _with_poses(d0, mj, qpos):
+    """The data template ``d0`` with the pose fields of MuJoCo's kinematics at ``qpos`` (nq,): the
+    nominal episode start an auto-reset starts from without running MJX's kinematics."""
+    import mujoco
+
+    md = mujoco.MjData(mj)
+    md.qpos[:] = qpos
+    mujoco.mj_kinematics(mj, md)
+    out = {}
+    for name in _POSE_FIELDS:
+        leaf = getattr(d0, name, None)
+        if leaf is not None and hasattr(md, name):
+            out[name] = jnp.asarray(np.asarray(getattr(md, name)).reshape(leaf.shape), leaf.dtype)
+    return d0.replace(**out)
+
+
 class MjxEnv(EnvShapes):
     """``num_envs`` worlds of ``task`` (a Task, task file, zoo name or built TaskScene) on MJX.
 
@@ -155,6 +181,7 @@ class MjxEnv(EnvShapes):
         self._check_scene(ts)
         self._host_tables(ts)
         self._mx, self._d0 = _put_model(ts.scene.mj, ts.scene.mjcf.options.mjx_impl)
+        self._d0 = _with_poses(self._d0, ts.scene.mj, self._qpos0)
         self._device_tables()
         self._setup_cameras(cameras)
         self.action_low = np.asarray(ts.model.qpos_lower, np.float32)
@@ -194,7 +221,7 @@ class MjxEnv(EnvShapes):
         self._prop_dof = np.array([lay.prop_dofadr[n] + np.arange(3) for n in names], np.int64)
         self._prop_qpos, self._prop_dof = self._prop_qpos.reshape(-1, 7), self._prop_dof.reshape(-1, 3)
         self._weld_eq = np.array([lay.weld_eq[n] for n in names] if lay.weld_eq else [], np.int64).reshape(-1)
-        self._jaw = S.jaw_body(ts)
+        self._jaw_ours = ts.model.body_id(ts.gripper.joint)      # the jaw body in the robot Model
         self._q_to_qpos, self._v_to_dof, self._ctrl_to_q = lay.q_to_qpos, lay.v_to_dof, lay.ctrl_to_q
         q0 = np.asarray(ts.q0, np.float64)
         self._qpos0 = lay.qpos_from_q(q0[None], base=mj.qpos0)[0]
@@ -283,21 +310,30 @@ class MjxEnv(EnvShapes):
         return qpos
 
     def _read(self, d) -> dict:
-        """One world's q, v, prop pos/quat/vel (P, 3/4/3), jaw pos (3,), rot (3, 3), quat (4,)."""
+        """One world's q, v, prop pos/quat/vel (P, 3/4/3), jaw pos (3,), rot (3, 3), quat (4,).
+
+        The jaw pose is the robot Model's forward kinematics at ``q`` (the gripper joint's body,
+        the body MuJoCo's ``xpos``/``xmat`` give), not ``d.xpos``: the env never runs MJX's whole
+        kinematics just to read one body (a third of the step's compile, measured by
+        ``benchmarks/bench_mjx_compile.py``)."""
         props = d.qpos[self._prop_qpos]
-        j = self._jaw
-        return {"q": d.qpos[self._q_to_qpos], "v": d.qvel[self._v_to_dof], "pos": props[:, :3],
-                "quat": props[:, 3:], "vel": d.qvel[self._prop_dof], "jaw_pos": d.xpos[j],
-                "jaw_rot": d.xmat[j].reshape(3, 3), "jaw_quat": d.xquat[j]}
+        q = d.qpos[self._q_to_qpos]
+        R, p = body_poses(self.task_scene.model, q.astype(self._gdtype))
+        rot, pos = R[self._jaw_ours].astype(d.qpos.dtype), p[self._jaw_ours].astype(d.qpos.dtype)
+        return {"q": q, "v": d.qvel[self._v_to_dof], "pos": props[:, :3],
+                "quat": props[:, 3:], "vel": d.qvel[self._prop_dof], "jaw_pos": pos,
+                "jaw_rot": rot, "jaw_quat": R_to_quat(rot)}
 
     def _observe(self, s: dict, held):
         obs = S.observation(self.layout, jnp, s["q"], s["v"], held, s["pos"], s["quat"], s["vel"],
                             s["jaw_pos"])
         return obs.astype(jnp.float32)
 
-    def _reset_world(self, key, world, episode, draws=None) -> State:
+    def _reset_world(self, key, world, episode, draws=None, kinematics: bool = True) -> State:
         """A new episode of one world (``key`` None in the result; the caller keeps the base key),
-        from its stream's draws or the given ``draws`` {field: (...)}."""
+        from its stream's draws or the given ``draws`` {field: (...)}. ``kinematics`` False (the
+        step's auto-reset, no cameras): the data's pose fields stay the nominal start's (the next
+        ``mjx.step`` recomputes them; the observation never reads them)."""
         if draws is None:
             draws = self._draws(key, world, episode)
         leaves = self._leaves(draws)
@@ -308,7 +344,8 @@ class MjxEnv(EnvShapes):
             eq_active = eq_active.at[self._weld_eq].set(False)
         d = d0.replace(qpos=qpos, qvel=jnp.asarray(self._qvel0, qpos.dtype),
                        ctrl=jnp.asarray(self._ctrl0, d0.ctrl.dtype), eq_active=eq_active)
-        d = mjx.kinematics(self._mx, d)
+        if kinematics or self.cameras:
+            d = mjx.kinematics(self._mx, d)
         s = self._read(d)
         held = jnp.asarray(-1, jnp.int32)
         f32 = jnp.float32
@@ -363,7 +400,8 @@ class MjxEnv(EnvShapes):
             held, _, _ = self._grasp(s, held, target, eq_active, m.eq_data)
         d = d.replace(ctrl=target[self._ctrl_to_q].astype(d.ctrl.dtype), eq_active=eq_active)
         d = jax.lax.fori_loop(0, L.substeps, lambda _, x: mjx.step(m, x), d)
-        d = mjx.kinematics(m, d)
+        if self.cameras:                                  # the renderer reads geom poses
+            d = mjx.kinematics(m, d)
         unstable = ~(jnp.all(jnp.isfinite(d.qpos)) & jnp.all(jnp.isfinite(d.qvel)))
         s = self._read(d)
         obs = self._observe(s, held)
@@ -387,7 +425,7 @@ class MjxEnv(EnvShapes):
                              carry=carry, streak=run, tick=tick,
                              ret=ret, obs=obs, key=None, target=target,
                              info=dict(w.info, images=final_images) if self.cameras else w.info)
-        fresh = self._reset_world(key, world, w.episode + 1)
+        fresh = self._reset_world(key, world, w.episode + 1, kinematics=False)
         nxt = jax.tree_util.tree_map(lambda a, b: jnp.where(done, a, b), fresh, stepped)
         info = dict(nxt.info, final_success=success & done, final_obs=obs,
                     final_return=jnp.where(done, ret, 0.0).astype(jnp.float32),
