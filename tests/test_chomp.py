@@ -86,6 +86,40 @@ def test_held_joints_are_reported(arm_set, scene, checker):
     assert freed.held == [[], []] and freed.success[0] and freed.hints[0] is None
 
 
+class _Rerun(Exception):
+    pass
+
+
+def test_only_problems_that_move_two_joints_or_more_are_rerun(arm_set, scene, checker, monkeypatch):
+    """The adam rerun (ChompOptions.fallback) is for failed problems that move >= 2 joints: one
+    that moves a single joint has one path (its sweep) whatever the update rule. Both problems
+    below fail (one initialisation, the straight line, and no step: it crosses the bar); problem 0
+    moves j1 only, problem 1 may move j2 as well, so only problem 1 is handed to the rerun (a spy
+    that stops there: no second solver is compiled)."""
+    import importlib
+
+    tapi = importlib.import_module("caliper_jax.trajopt.api")
+    reruns = []
+
+    def spy(model, starts, goals, *args, **kw):
+        reruns.append((np.asarray(starts).copy(), kw.get("free")))
+        raise _Rerun
+
+    monkeypatch.setattr(tapi, "trajopt", spy)
+    start = arm_set.starts[0]
+    goal = start.copy()
+    goal[0] = arm_set.goals[0][0]
+    kw = dict(inits=1, seed=0, spheres=scene[0], checker=checker,
+              opts=ChompOptions(n_waypoints=8, iterations=0))
+    one = trajopt(arm_set.model, start, goal, **kw)                          # j1 only: not rerun
+    assert not one.success[0] and not one.fell_back[0] and reruns == []
+    with pytest.raises(_Rerun):
+        trajopt(arm_set.model, [start, start], [goal, goal],
+                free=np.array([[False] * 3, [False, True, False]]), **kw)
+    (rerun_starts, _), = reruns
+    np.testing.assert_array_equal(rerun_starts, start[None])                # problem 1 only
+
+
 @pytest.mark.slow          # ~60 s; CHOMP's default coverage is collide_arm under the bar above
 def test_panda_among_boxes():
     ps = panda_problems(2, seed=0)

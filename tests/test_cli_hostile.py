@@ -1,4 +1,10 @@
-"""The hostile-input corpus (tests/hostile/cases.py), each case a ``caliper`` subprocess.
+"""The hostile-input corpus (tests/hostile/cases.py), each case a ``caliper`` process of its own.
+
+Each case is a child forked from a fork server (``hostile/zygote.py``) that imported jax, mujoco
+and the CLI once -- start-up is not what the corpus tests, and it was half of each case's time --
+so each still runs in its own process (own session, cwd, environment, memory limit, exit code,
+signals); a case whose environment sets variables read at import (anything but ``CALIPER_*``)
+gets a fresh interpreter instead.
 
 Every case runs under a memory limit (``RLIMIT_DATA`` of 2 GiB -- JAX reserves far more *virtual*
 address space than it uses, so ``RLIMIT_AS`` would break a healthy run, while ``RLIMIT_DATA``
@@ -14,8 +20,10 @@ tests/test_cli_hostile.py`` runs the whole corpus (quick cases included). Cases 
 """
 from __future__ import annotations
 
+import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -55,6 +63,7 @@ class Outcome:
 BOOT = ("import resource, runpy, sys; limit = int(sys.argv.pop(1)); "
         "resource.setrlimit(resource.RLIMIT_DATA, (limit, limit)); "
         "runpy.run_module('caliper_jax.cli', run_name='__main__', alter_sys=True)")
+ZYGOTE = Path(__file__).resolve().parent / "hostile" / "zygote.py"
 
 
 def _rss(pid: int) -> int:
@@ -68,15 +77,78 @@ def _rss(pid: int) -> int:
     return 0
 
 
-def run_case(case: Case) -> Outcome:
+class _Zygote:
+    """A ``hostile/zygote.py`` fork server (the CLI imported once): each case is a fresh child
+    process of it, with the case's cwd, environment, files and memory limit."""
+
+    def __init__(self):
+        self.log = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen([sys.executable, str(ZYGOTE)], cwd=ROOT, text=True,
+                                     env={**os.environ, "PYTHONPATH": str(ROOT)}, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log)
+
+    def _reply(self, timeout: float | None) -> dict | None:
+        if timeout is not None and not select.select([self.proc.stdout], [], [], timeout)[0]:
+            return None
+        line = self.proc.stdout.readline()
+        if not line:
+            self.log.seek(0)
+            raise RuntimeError(f"the hostile zygote died (exit {self.proc.wait()}):\n"
+                               f"{self.log.read()[-3000:]}")
+        return json.loads(line)
+
+    def start(self, argv, cwd: Path, env: dict, out: Path, err: Path) -> int:
+        req = {"argv": argv, "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err),
+               "limit": MEMORY_LIMIT}
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        return self._reply(None)["pid"]
+
+    def wait(self, timeout: float | None) -> int | None:
+        """The child's exit code (negative: its signal), None if still running after ``timeout``."""
+        reply = self._reply(timeout)
+        return None if reply is None else reply["rc"]
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+_local = threading.local()
+_zygotes: list[_Zygote] = []
+
+
+def _zygote() -> _Zygote:
+    """This thread's fork server (a case runs on the thread that asked for it)."""
+    z = getattr(_local, "zygote", None)
+    if z is None or z.proc.stdin.closed:
+        z = _local.zygote = _Zygote()
+        with _lock:
+            _zygotes.append(z)
+    return z
+
+
+def run_case(case: Case, fresh: bool = False) -> Outcome:
+    """Run one case; ``fresh``: in a new interpreter rather than a child of the fork server."""
     tmp = Path(tempfile.mkdtemp(prefix="caliper-hostile-"))
     try:
-        return _run_in(case, tmp)
+        return _run_in(case, tmp, fresh or _needs_fresh_process(case))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _run_in(case: Case, tmp: Path) -> Outcome:
+def _needs_fresh_process(case: Case) -> bool:
+    """Variables read at import (JAX_*, XLA_*, ...) need a new interpreter; caliper reads its own
+    CALIPER_* limits when a command runs."""
+    return any(not k.startswith("CALIPER_") for k in case.env)
+
+
+def _run_in(case: Case, tmp: Path, fresh: bool) -> Outcome:
     if case.setup:
         try:
             SETUPS[case.setup](tmp)
@@ -85,29 +157,47 @@ def _run_in(case: Case, tmp: Path) -> Outcome:
     argv = [a.replace("{tmp}", str(tmp)) for a in case.argv]
     env = {**os.environ, **case.env, "PYTHONPATH": str(ROOT)}
     env.pop("CALIPER_DEBUG", None)
+    io_dir = Path(tempfile.mkdtemp(prefix="caliper-hostile-io-"))    # outside {tmp}: not the case's files
+    out_path, err_path = io_dir / "stdout", io_dir / "stderr"
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-c", BOOT, str(MEMORY_LIMIT), *argv], cwd=tmp, env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, errors="replace", start_new_session=True)   # own process group
-    killed, peak = None, 0
-    out, err = "", ""
-    while True:
-        try:
-            out, err = proc.communicate(timeout=0.25)
-            break
-        except subprocess.TimeoutExpired:
-            peak = max(peak, _rss(proc.pid))
+    if fresh:
+        with open(out_path, "w") as out_f, open(err_path, "w") as err_f:
+            proc = subprocess.Popen([sys.executable, "-c", BOOT, str(MEMORY_LIMIT), *argv], cwd=tmp, env=env,
+                                    stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f,
+                                    start_new_session=True)                      # own process group
+        pid = proc.pid
+
+        def wait(timeout):
+            try:
+                return proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                return None
+    else:
+        zygote = _zygote()
+        pid = zygote.start(argv, tmp, env, out_path, err_path)                   # own session and group
+        wait = zygote.wait
+    killed, peak, rc = None, 0, None
+    try:
+        while True:
+            rc = wait(0.25)
+            if rc is not None:
+                break
+            peak = max(peak, _rss(pid))
             elapsed = time.monotonic() - start
             if peak > MEMORY_LIMIT:
                 killed = f"resident set {peak / 2**30:.2f} GiB > {MEMORY_LIMIT / 2**30:g} GiB"
             elif elapsed > TIME_LIMIT:
                 killed = f"ran past {TIME_LIMIT:g} s"
             if killed:
-                os.killpg(proc.pid, signal.SIGKILL)
-                out, err = proc.communicate()
+                os.killpg(pid, signal.SIGKILL)
+                rc = wait(None)
                 break
+        out = out_path.read_text(errors="replace")
+        err = err_path.read_text(errors="replace")
+    finally:
+        shutil.rmtree(io_dir, ignore_errors=True)
     out, err = out.replace(str(tmp), "{tmp}"), err.replace(str(tmp), "{tmp}")   # paths are not output
-    return Outcome(proc.returncode, out, err, time.monotonic() - start, killed, peak)
+    return Outcome(rc, out, err, time.monotonic() - start, killed, peak)
 
 
 def check_outcome(case: Case, o: Outcome) -> None:
@@ -152,7 +242,7 @@ _lock = threading.Lock()
 
 @pytest.fixture(scope="module")
 def outcomes(request):
-    """Run every case selected in this session (two subprocesses at a time), once."""
+    """Run every case selected in this session (two at a time, children of two fork servers), once."""
     wanted = []
     for item in request.session.items:
         spec = getattr(item, "callspec", None)
@@ -160,11 +250,15 @@ def outcomes(request):
             wanted.append(spec.params["case_id"])
     cases = by_id()
     todo = [cases[i] for i in dict.fromkeys(wanted) if i not in _results]
-    with ThreadPoolExecutor(WORKERS) as pool:
-        for case, outcome in zip(todo, pool.map(run_case, todo), strict=True):
-            with _lock:
-                _results[case.id] = outcome
-    return _results
+    try:
+        with ThreadPoolExecutor(WORKERS) as pool:
+            for case, outcome in zip(todo, pool.map(run_case, todo), strict=True):
+                with _lock:
+                    _results[case.id] = outcome
+        yield _results
+    finally:
+        while _zygotes:
+            _zygotes.pop().close()
 
 
 def _outcome(outcomes, case_id) -> Outcome:

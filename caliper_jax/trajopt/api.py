@@ -174,7 +174,10 @@ def trajopt(model: Model, starts, goals, obstacles=(), *, inits: int = 8, seed=0
     held = [[names[j] for j in np.flatnonzero(~moving[p])] for p in range(P)]
     result = TrajoptResult(paths[rows, pick], costs[rows, pick], chosen >= 0, chosen, c0, costs, trace,
                            np.zeros(P, dtype=bool), held)
-    failed = np.flatnonzero(chosen < 0)
+    # A problem that moves at most one joint has one path up to timing (the joint must sweep its
+    # segment): no update rule changes its answer, so it is not rerun (that would compile a
+    # second solver for nothing).
+    failed = np.flatnonzero((chosen < 0) & (moving.sum(axis=1) >= 2))
     if failed.size and opts.update == "covariant" and opts.fallback:
         # The covariant step settles on the nearest stationary point, which can leave the arm
         # through a thin obstacle; Adam's normalised steps wander out of such minima.
