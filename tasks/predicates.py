@@ -6,7 +6,8 @@ State convention (world frame, metres and m/s, props in ``task.props`` order):
 - ``pos0`` ``(..., P, 3)``: prop centre positions at the start of the episode;
 - ``vel``  ``(..., P, 3)``: prop linear velocities, or None (then a settled check raises);
 - ``held`` ``(..., P)`` bool: the prop is in the gripper now (the environments: its grasp weld is
-  on), or None (then a ``lifted`` with ``held`` or a ``placed_in_zone`` with ``released`` raises);
+  on), or None (then a ``lifted`` with ``held`` or a ``placed_in_zone`` with ``released`` or
+  ``pushed`` raises);
 - ``carried`` ``(..., P)`` bool: the prop has been picked up this episode: it was in the gripper
   for CARRY_S without a break, and at some tick in the gripper its centre was at least CARRY_RISE
   above its start height (:func:`carry_update`, latched), or None (as ``held``). A prop dragged
@@ -16,7 +17,9 @@ State convention (world frame, metres and m/s, props in ``task.props`` order):
 
 A ``lifted`` with ``held`` also needs ``held[..., i]``; a ``placed_in_zone`` with ``released``
 also needs ``carried[..., i] & ~held[..., i]``: a prop pushed, knocked or dropped into a zone
-without ever being carried is not placed, nor is one still in the gripper.
+without ever being carried is not placed, nor is one still in the gripper. A ``placed_in_zone``
+with ``pushed`` also needs ``~carried[..., i]``: a prop lifted and carried at any time this episode
+was not pushed into its zone (a push may still touch it with the closed gripper).
 
 The verdict is instantaneous. The task's ``success_dwell_s`` makes a success need the verdict on
 :func:`dwell_ticks` consecutive control ticks (:func:`streak`, written once over the array module
@@ -65,20 +68,24 @@ def needs_grip(pred: Predicate) -> bool:
 
 def needs_grasp(pred: Predicate) -> bool:
     """True when some term judges the grasp (``lifted`` with ``held``, ``placed_in_zone`` or
-    ``stacked`` with ``released``): the state must then carry ``held`` and ``carried``."""
+    ``stacked`` with ``released``, ``placed_in_zone`` with ``pushed``): the state must then carry
+    ``held`` and ``carried``."""
     if isinstance(pred, (AllOf, AnyOf)):
         return any(needs_grasp(t) for t in pred.terms)
-    return bool(getattr(pred, "held", False) or getattr(pred, "released", False))
+    return bool(getattr(pred, "held", False) or getattr(pred, "released", False)
+                or getattr(pred, "pushed", False))
 
 
 def geometric(pred: Predicate) -> Predicate:
-    """``pred`` without its grasp conditions (``held`` / ``released`` off): the pose part only, for
-    a search over carry poses that decides the grasp afterwards (:mod:`tasks.witness`)."""
+    """``pred`` without its grasp conditions (``held`` / ``released`` / ``pushed`` off): the pose part
+    only, for a search over carry poses that decides the grasp afterwards (:mod:`tasks.witness`)."""
     if isinstance(pred, (AllOf, AnyOf)):
         return type(pred)(tuple(geometric(t) for t in pred.terms))
     if isinstance(pred, Lifted):
         return dataclasses.replace(pred, held=False)
-    if isinstance(pred, (PlacedInZone, Stacked)):
+    if isinstance(pred, PlacedInZone):
+        return dataclasses.replace(pred, released=False, pushed=False)
+    if isinstance(pred, Stacked):
         return dataclasses.replace(pred, released=False)
     return pred
 
@@ -103,7 +110,7 @@ def _speed(xp, v):
 
 
 def _grasp_error(pred) -> CaliperError:
-    what = "held" if isinstance(pred, Lifted) else "released"
+    what = "held" if isinstance(pred, Lifted) else "pushed" if getattr(pred, "pushed", False) else "released"
     kind = {Lifted: "lifted", Stacked: "stacked"}.get(type(pred), "placed_in_zone")
     return CaliperError(f"{kind} {pred.prop!r}: {what} needs the grasp state (held, carried), and this "
                         "state has none")
@@ -152,6 +159,10 @@ def _build(pred: Predicate, prop_names, xp):
                 if held is None or carried is None:
                     raise _grasp_error(pred)
                 ok = ok & carried[..., i] & ~held[..., i]
+            if pred.pushed:
+                if held is None or carried is None:
+                    raise _grasp_error(pred)
+                ok = ok & ~carried[..., i]
             return ok
         return placed
     if isinstance(pred, Stacked):
@@ -315,6 +326,8 @@ def describe(pred: Predicate) -> str:
             text += f" and moving at most {pred.settled_speed:g} m/s"
         if pred.released:
             text += ", released from the gripper"
+        if pred.pushed:
+            text += ", never carried (pushed, not lifted)"
         return text
     if isinstance(pred, Stacked):
         text = (f"{pred.prop} resting on {pred.on} (bottom face on top face within {pred.tolerance:g} m, "

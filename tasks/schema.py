@@ -75,12 +75,15 @@ class Lifted:
 class PlacedInZone:
     """[placed_in_zone] the prop's centre inside the zone (faces inclusive) and, when
     ``settled_speed`` is given, its linear speed <= settled_speed (m/s); ``released``: and the
-    prop was in the gripper earlier in the episode and is not now (placed, not pushed or held)."""
+    prop was in the gripper earlier in the episode and is not now (placed, not pushed or held);
+    ``pushed``: and the prop was never carried this episode (pushed there, not lifted there).
+    ``released`` and ``pushed`` exclude each other."""
 
     prop: str
     zone: Zone
     settled_speed: float | None = None
     released: bool = False
+    pushed: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,7 @@ _ZONE_KEYS = ("name", "center", "half", "rgba")
 _GRIPPER_KEYS = ("joint", "closed")
 _PREDICATE_KEYS = {
     "lifted": ("kind", "prop", "height", "ref", "held"),
-    "placed_in_zone": ("kind", "prop", "zone", "settled_speed", "released"),
+    "placed_in_zone": ("kind", "prop", "zone", "settled_speed", "released", "pushed"),
     "reached": ("kind", "prop", "tolerance", "above"),
     "stacked": ("kind", "prop", "on", "tolerance", "xy", "settled_speed", "released"),
     "all_of": ("kind", "terms"),
@@ -421,7 +424,11 @@ def _predicate(d, path: str, zones: dict, props) -> Predicate:
         zone = _zone(d["zone"], zpath, name=f"{prop}-zone")
     else:
         _fail(zpath, f"expected a zone name or a zone object, got {_type(d['zone'])}")
-    return PlacedInZone(prop, zone, _settled(d, path), _released(d, path))
+    released, pushed = _released(d, path), _bool(d.get("pushed", False), _join(path, "pushed"))
+    if released and pushed:
+        _fail(_join(path, "pushed"), "cannot be true together with released (a prop pushed into a zone "
+                                     "was never carried; a released one was)")
+    return PlacedInZone(prop, zone, _settled(d, path), released, pushed)
 
 
 def _settled(d, path: str):
@@ -489,6 +496,8 @@ def predicate_to_dict(p: Predicate, zones=()) -> dict:
             out["settled_speed"] = p.settled_speed
         if p.released:
             out["released"] = True
+        if p.pushed:
+            out["pushed"] = True
         return out
     raise CaliperError(f"not a success predicate: {p!r}")
 

@@ -109,7 +109,8 @@ def term_label(pred) -> str:
     if isinstance(pred, Lifted):
         return f"lifted({pred.prop}, {pred.height:g} {pred.ref}{', held' if pred.held else ''})"
     if isinstance(pred, PlacedInZone):
-        return f"placed_in_zone({pred.prop}, {pred.zone.name}{', released' if pred.released else ''})"
+        grasp = ", released" if pred.released else ", pushed" if pred.pushed else ""
+        return f"placed_in_zone({pred.prop}, {pred.zone.name}{grasp})"
     if isinstance(pred, Stacked):
         return f"stacked({pred.prop} on {pred.on}{', released' if pred.released else ''})"
     if isinstance(pred, Reached):
@@ -450,6 +451,10 @@ def _leaf_goal(ts, pred) -> Goal:
 def goals(ts, pred) -> list:
     """Alternative goals of a predicate, in order (any_of: one per term; all_of: boxes of one
     prop intersected)."""
+    if isinstance(pred, PlacedInZone) and pred.pushed:
+        raise CaliperError(f"task {ts.name}: {term_label(pred)}: the weld witness carries the prop to its "
+                           "goal, which a pushed term forbids (a friction-grasp push task's witness is its "
+                           "push expert)")
     if isinstance(pred, (Lifted, PlacedInZone)):
         return [_leaf_goal(ts, pred)]
     if isinstance(pred, AnyOf):

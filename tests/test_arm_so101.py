@@ -66,10 +66,10 @@ def test_reach_expert_puts_the_gripper_point_on_the_goal(reach):
 
 def test_push_expert_pushes_without_lifting():
     """One randomised episode of so101-push-cube: it succeeds, the cube ends inside the goal zone and
-    never rose more than 3 mm above its start (pushed, not carried). Planted bug caught: the pick
-    expert on this task (``"expert": "pick"``) carries the cube in, 6.9 cm up, and the predicate
-    alone (as panda-push-cube's) passes it. (A push line without the pusher's offset from the grasp
-    point, push_center 0, still succeeds: the re-aims correct it.)"""
+    never rose more than 3 mm above its start (pushed, not carried). Planted bug caught: a push
+    expert that lifts the cube over (the predicate's ``pushed`` fails it too:
+    :func:`test_pick_expert_carrying_the_cube_in_fails_the_push`). (A push line without the
+    pusher's offset from the grasp point, push_center 0, still succeeds: the re-aims correct it.)"""
     from tasks.arm_expert import ArmExpert
     from tasks.demo import run_episodes
     from tasks.env import VecEnv
@@ -83,6 +83,39 @@ def test_push_expert_pushes_without_lifting():
     assert z.max() - z[0] < 0.003
     c, h = np.asarray(task.zones[0].center), np.asarray(task.zones[0].half)
     assert np.all(np.abs(ep.env_state[-1][:3] - c) <= h)
+
+
+def test_pick_expert_carrying_the_cube_in_fails_the_push():
+    """The pick expert on so101-push-cube (``"expert": "pick"``) lifts the cube 6.9 cm and carries it
+    into the goal zone, where it stays for most of the episode: the predicate itself (``"pushed":
+    true``, the cube never carried) scores it a failure, not the push test's height check. Planted
+    bug caught: the task file without ``pushed`` (measured: success), or ``pushed`` ignored by the
+    environment's verdict."""
+    import dataclasses
+    import json
+
+    from tasks.arm_expert import ArmExpert
+    from tasks.demo import run_episodes
+    from tasks.env import VecEnv
+    from tasks.predicates import CARRY_RISE, evaluate_np, geometric
+    from tasks.scene import build_scene
+    from tasks.schema import parse_task
+
+    path = find_task("so101-push-cube")
+    d = json.loads(path.read_text())
+    d["expert"] = "pick"
+    task = parse_task(d, base_dir=path.parent, source="pick-on-push.caliper-task.json")
+    assert task.success.pushed
+    with VecEnv(build_scene(task), 1, seed=2) as env:
+        eps, expert = run_episodes(env, 1, policy=ArmExpert)
+    ep = eps[0]
+    assert not expert.failed_plans and not ep.success
+    z = ep.env_state[:, 2]
+    assert z.max() - z[0] > 5 * CARRY_RISE                               # carried, well clear
+    pose = dataclasses.replace(geometric(task.success), settled_speed=None)
+    start = ep.env_state[0][None, :3]
+    inside = [evaluate_np(pose, ["cube"], s[None, :3], start) for s in ep.env_state[-100:]]
+    assert all(inside)                               # in the zone: only "pushed" fails it
 
 
 def test_reach_task_is_checked_clean_and_a_far_goal_is_flagged():

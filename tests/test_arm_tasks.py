@@ -150,10 +150,10 @@ def test_expert_success_rate(name, need):
 
 def test_arm_tasks_judge_the_grasp():
     """Every arm task's success means the task was done (as the seed zoo's since its tightening): a
-    lift is held, a pick-and-place (a stack, an insertion) released after a carry, a push settled;
-    every one needs a dwell
+    lift is held, a pick-and-place (a stack, an insertion) released after a carry, a push settled
+    and never carried; every one needs a dwell
     (a reach, which grasps nothing, holds its goal for a shorter one).
-    Planted bug caught: a task file that drops "held" / "released" or its successDwellS."""
+    Planted bug caught: a task file that drops "held" / "released" / "pushed" or its successDwellS."""
     from tasks.predicates import needs_grasp
     from tasks.schema import Lifted, PlacedInZone, Reached, Stacked
 
@@ -168,7 +168,8 @@ def test_arm_tasks_judge_the_grasp():
         else:
             assert isinstance(task.success, (PlacedInZone, Stacked)) and task.success.settled_speed, name
             assert task.success.released == (task.expert != "push"), name
-        assert needs_grasp(task.success) == (task.expert != "push"), name
+            assert getattr(task.success, "pushed", False) == (task.expert == "push"), name
+        assert needs_grasp(task.success), name
 
 
 def test_friction_grasp_lets_go_of_a_prop_that_left_the_jaw():

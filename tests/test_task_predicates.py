@@ -76,7 +76,8 @@ def test_table_is_float32_exact_and_covers_the_knife_edges():
     for needle in ("min-face", "max-face", "exactly-at-speed-limit", "lifted-initial-exactly",
                    "lifted-absolute-exactly", "just-outside", "nested", "raises-settled",
                    "raises-unknown-prop", "knocked-up-not-in-gripper", "still-in-gripper",
-                   "pushed-never-carried", "raises-without-grasp-state"):
+                   "pushed-never-carried", "raises-without-grasp-state", "pushed-but-carried-in",
+                   "pushed-touched-by-the-closed-gripper", "pushed-raises-without-grasp-state"):
         assert any(needle in i for i in ids), needle
 
 
@@ -223,6 +224,26 @@ def test_geometric_drops_only_the_grasp_conditions(zoo):
         assert zone_pairs(pose) == zone_pairs(task.success) and props_of(pose) == props_of(task.success)
     assert released_props(zoo[3].success) == ["tall_block", "short_block"]
     assert released_props(zoo[0].success) == [] and released_props(zoo[2].success) == []
+
+
+def test_pushed_needs_the_grasp_state_and_is_dropped_by_geometric():
+    """``pushed`` (issue 31): the environments must track held/carried for it, the witness's pose
+    search drops it, and a carried prop is not pushed on a whole batch in both twins. Planted bug
+    caught: needs_grasp ignoring ``pushed`` (then no engine tracks carried and the verdict raises)."""
+    zone = Zone("goal", (0.5, 0.1, 0.04), (0.05, 0.05, 0.04))
+    pushed = PlacedInZone("cube", zone, 0.01, pushed=True)
+    assert needs_grasp(pushed) and needs_grasp(AllOf((pushed,))) and released_props(pushed) == []
+    pose = geometric(AnyOf((pushed,)))
+    assert not needs_grasp(pose) and pose.terms[0] == PlacedInZone("cube", zone, 0.01)
+    assert describe(pushed).endswith("moving at most 0.01 m/s, never carried (pushed, not lifted)")
+    pos = np.broadcast_to([[0.5, 0.1, 0.025]], (4, 1, 3))
+    pos0, vel = np.zeros((4, 1, 3)), np.zeros((4, 1, 3))
+    held = np.array([[False], [True], [False], [True]])
+    carried = np.array([[False], [False], [True], [True]])
+    want = [True, True, False, False]
+    assert evaluate_np(pushed, ["cube"], pos, pos0, vel, held, carried).tolist() == want
+    jfn = jax.jit(lambda *a: evaluator(pushed, ["cube"])(*a))
+    assert np.asarray(jfn(pos, pos0, vel, held, carried)).tolist() == want
 
 
 def test_dwell_ticks_and_streak():

@@ -326,6 +326,22 @@ def test_predicate_dict_round_trip():
     pred = predicate_from_dict(tight, zones, "success")
     assert pred.terms[0].released and pred.terms[1].held and predicate_to_dict(pred, zones) == tight
     assert not predicate_from_dict(d, zones, "success").terms[0].released
+    pushed = {**d["terms"][0], "settled_speed": 0.01, "pushed": True}
+    pred = predicate_from_dict(pushed, zones, "success")
+    assert pred.pushed and not pred.released and predicate_to_dict(pred, zones) == pushed
+
+
+def test_pushed_and_released_exclude_each_other():
+    """A placed_in_zone cannot want the prop both never carried and carried (issue 31). Planted bug
+    caught: the loader accepting both, a predicate no episode can meet."""
+    zones = [Zone("bin", (0.0, 0.0, 0.0), (0.1, 0.1, 0.1))]
+    both = {"kind": "placed_in_zone", "prop": "a", "zone": "bin", "released": True, "pushed": True}
+    with pytest.raises(CaliperError, match=r"^success\.terms\[0\]\.pushed: cannot be true together with "
+                                           r"released \(") as exc:
+        predicate_from_dict({"kind": "all_of", "terms": [both]}, zones, "success")
+    assert "\n" not in str(exc.value)
+    with pytest.raises(CaliperError, match=r"^success\.pushed: expected true or false"):
+        predicate_from_dict({**both, "released": False, "pushed": "yes"}, zones, "success")
 
 
 # ---- the zoo ------------------------------------------------------------------------------------------

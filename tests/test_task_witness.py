@@ -143,6 +143,19 @@ def test_check_task_flags_a_zone_out_of_reach():
         witness(build_scene(task))
 
 
+def test_weld_witness_refuses_a_pushed_term(scenes):
+    """A weld witness carries its prop to the goal, which ``"pushed": true`` forbids: it says so in
+    one line naming the term instead of simulating a carry that must fail (a friction push task's
+    K005 witness is its push expert). Planted bug caught: ``goals`` treating a pushed term as a
+    plain placement (then K005 reports a misleading failed settled simulation)."""
+    task = ZOO["place-cube"]
+    pushed = dataclasses.replace(task, success=dataclasses.replace(task.success, released=False, pushed=True))
+    ts = dataclasses.replace(scenes["place-cube"], task=pushed)
+    want = r"^task place-cube: placed_in_zone\(cube, bin, pushed\): the weld witness carries the prop"
+    with pytest.raises(CaliperError, match=want + " to its goal, which a pushed term forbids"):
+        witness(ts)
+
+
 def test_check_task_flags_a_verdict_true_at_start():
     task = ZOO["place-cube"]
     zone = dataclasses.replace(task.success.zone, center=(0.0, 0.0, 0.05))
