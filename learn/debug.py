@@ -377,7 +377,11 @@ def dataset_windows(obs_episodes, n_obs: int, probes: int, seed: int) -> tuple[n
     """(windows (P, n_obs, D), mask (P, n_obs)) ending at ``probes`` seeded frames with finite
     observations (:func:`probe_frames`); frames before an episode's start repeat its first frame
     (mask False)."""
-    picks = probe_frames(obs_episodes, n_obs, probes, seed)
+    return windows_at(obs_episodes, probe_frames(obs_episodes, n_obs, probes, seed))
+
+
+def windows_at(obs_episodes, picks) -> tuple[np.ndarray, np.ndarray]:
+    """(windows (P, n_obs, D), mask (P, n_obs)) of the windows ``picks`` (:func:`probe_frames`)."""
     win = np.stack([obs_episodes[e][np.maximum(idx, 0)] for e, idx in picks]).astype(np.float64)
     mask = np.stack([idx >= 0 for _, idx in picks])
     return win, mask
@@ -480,7 +484,7 @@ def behaviour_findings(policy, data=None, *, robot_limits=None, probes: int = 32
         recomputed = recompute_normalizer(obs_eps, act_eps)
         out += normalizer_findings(norm, recomputed, obs_names, act_names)
         picks = probe_frames(obs_eps, n_obs, probes, seed)
-        windows, mask = dataset_windows(obs_eps, n_obs, probes, seed)
+        windows, mask = windows_at(obs_eps, picks)
         if fl.cameras:
             images = data[5] if len(data) > 5 else None
             if images is None:
@@ -573,6 +577,6 @@ def dead_camera_findings(response, names) -> list[Finding]:
 
 __all__ = ["action_spread", "analyze_policy", "behaviour_findings", "camera_response", "config_findings",
            "dataset_windows", "dead_camera_findings", "dead_input_findings", "image_windows", "probe_frames",
-           "rendered_windows", "input_response", "limit_findings", "nonfinite_findings",
+           "rendered_windows", "input_response", "limit_findings", "nonfinite_findings", "windows_at",
            "normalizer_findings", "normalizer_windows", "per_dof_findings", "read_checkpoint_config",
            "recompute_normalizer", "spread_findings"]

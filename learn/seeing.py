@@ -45,7 +45,7 @@ def policy_env(policy, task, num_envs: int, *, seed: int = 0, cameras=None, nthr
                **env_kwargs):
     """A :class:`tasks.env.VecEnv` of ``task`` with ``num_envs`` worlds that renders ``policy``'s
     cameras (or ``cameras``, refused unless they match a trained policy's) every step into
-    ``info["images"]`` {camera: (W, H, W, 3) uint8}. ``env_kwargs``: VecEnv's (randomisation)."""
+    ``info["images"]`` {camera: (num_envs, H, W, 3) uint8}. ``env_kwargs``: VecEnv's (randomisation)."""
     from learn.deploy import check_cameras
     from tasks.env import VecEnv
 
